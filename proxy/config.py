@@ -1,0 +1,167 @@
+"""config.yaml: upstream deployments in LiteLLM's model_list format, plus workset's own settings."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from .schema import ConfigError, build, setting
+
+ENV_PREFIX = "os.environ/"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One model_list entry: requests whose model matches model_name go to litellm_params.model."""
+
+    model_name: str = setting("*", "model name or glob the client sends")
+    litellm_params: dict[str, Any] = setting({}, "litellm parameters: model, api_base, api_key, ...")
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.litellm_params.get("model"), str) or not self.litellm_params["model"]:
+            raise ConfigError(f"model_list entry {self.model_name!r}: litellm_params.model must be a non-empty string")
+
+    def matches(self, model: str) -> bool:
+        return self.model_name == model or fnmatch.fnmatchcase(model, self.model_name)
+
+    def upstream_model(self, model: str) -> str:
+        """litellm_params.model with a `*` standing for the client's model name."""
+        target: str = self.litellm_params["model"]
+        return target.replace("*", model) if "*" in target else target
+
+    @property
+    def holds_key(self) -> bool:
+        return bool(self.litellm_params.get("api_key"))
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = setting("127.0.0.1", "address to listen on")
+    port: int = setting(4100, "port to listen on", min=0, max=65535)
+    max_body_bytes: int = setting(32 * 1024 * 1024, "larger request bodies get 413", min=1024)
+    api_keys: tuple[str, ...] = setting(
+        (), "workset keys clients must present when a deployment holds a provider key (workset pays)"
+    )
+
+
+@dataclass(frozen=True)
+class UpstreamSettings:
+    timeout_s: float = setting(600.0, "longest wait for the provider (whole response, or between stream chunks); then 504", min=0.1)
+    connect_timeout_s: float = setting(10.0, "longest wait to connect to the provider; then 502", min=0.1)
+    openai_fast_path: bool = setting(
+        True,
+        "send requests for OpenAI-compatible deployments as plain HTTP (bytes and stream chunks relayed as they "
+        "come); false sends everything through litellm.acompletion",
+    )
+    max_connections: int = setting(200, "pooled connections to the providers", min=1)
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    path: str = setting(".workset/workset.db", "SQLite file of the sidecar store (created if missing)")
+
+
+@dataclass(frozen=True)
+class LoggingSettings:
+    level: Literal["debug", "info", "warning", "error"] = setting("info", "lowest level written")
+    content: bool = setting(False, "include message contents in the logs")
+
+
+@dataclass(frozen=True)
+class TokenSettings:
+    encoding: str = setting("o200k_base", "tiktoken encoding used to count tokens")
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    max_sessions: int = setting(512, "conversation branches kept in memory for fast lookup; others are read from the store", min=1)
+
+
+@dataclass(frozen=True)
+class Config:
+    model_list: tuple[Deployment, ...] = setting((), "upstream deployments, LiteLLM's format")
+    env_defaults: dict[str, str] = setting({}, "values for os.environ/NAME references when NAME is unset")
+    policy: str = setting("default", "default policy: a preset name from policies_dir or a YAML path")
+    policy_by_model: dict[str, str] = setting({}, "model name glob -> policy, first match wins")
+    policies_dir: str = setting("policies", "folder of policy presets (relative to config.yaml)")
+    server: ServerSettings = setting(ServerSettings(), "HTTP server")
+    upstream: UpstreamSettings = setting(UpstreamSettings(), "calls to the provider")
+    store: StoreSettings = setting(StoreSettings(), "sidecar store")
+    logging: LoggingSettings = setting(LoggingSettings(), "request logs")
+    tokens: TokenSettings = setting(TokenSettings(), "token counting")
+    cache: CacheSettings = setting(CacheSettings(), "in-memory caches")
+
+    def deployment_for(self, model: str) -> Deployment | None:
+        """Exact model_name first, then globs in file order."""
+        for deployment in self.model_list:
+            if deployment.model_name == model:
+                return deployment
+        for deployment in self.model_list:
+            if deployment.matches(model):
+                return deployment
+        return None
+
+    def policy_name_for(self, model: str) -> str:
+        for pattern, name in self.policy_by_model.items():
+            if fnmatch.fnmatchcase(model, pattern):
+                return name
+        return self.policy
+
+    @property
+    def workset_pays(self) -> bool:
+        return any(deployment.holds_key for deployment in self.model_list)
+
+
+def resolve_env_refs(value: Any, env_defaults: dict[str, str], key: str) -> Any:
+    """Replace `os.environ/NAME` strings, as LiteLLM does, anywhere in the value."""
+    if isinstance(value, str) and value.startswith(ENV_PREFIX):
+        name = value[len(ENV_PREFIX):]
+        if name in os.environ:
+            return os.environ[name]
+        if name in env_defaults:
+            return env_defaults[name]
+        raise ConfigError(f"{key}: environment variable {name} is not set (and env_defaults has no value for it)")
+    if isinstance(value, dict):
+        return {k: resolve_env_refs(v, env_defaults, f"{key}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_env_refs(v, env_defaults, f"{key}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def load_config(path: Path | str | None, overrides: dict[str, Any] | None = None) -> tuple[Config, Path]:
+    """The validated config and the folder relative paths in it are resolved from."""
+    data: dict[str, Any] = {}
+    base = Path.cwd()
+    if path is not None:
+        path = Path(path)
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as error:
+            raise ConfigError(f"config file {path}: {error.strerror or error}") from error
+        except yaml.YAMLError as error:
+            raise ConfigError(f"config file {path}: not valid YAML ({error})") from error
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path}: top level must be a mapping")
+        data = loaded or {}
+        base = path.resolve().parent
+    env_defaults = data.get("env_defaults") or {}
+    if not isinstance(env_defaults, dict):
+        raise ConfigError("env_defaults must be a mapping")
+    data = {k: (v if k == "env_defaults" else resolve_env_refs(v, env_defaults, k)) for k, v in data.items()}
+    for dotted, value in (overrides or {}).items():
+        _set_dotted(data, dotted, value)
+    config = build(Config, data)
+    return config, base
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value

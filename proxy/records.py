@@ -1,0 +1,76 @@
+"""Plain records shared by the pure core (extract, state, plan, build) and the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+
+# Kinds of entries in the key-facts ledger. A later entry with the same (kind, key) supersedes the earlier one.
+CONSTRAINT = "constraint"  # a rule from a user turn: value is the sentence
+PLAN = "plan"  # a plan item: key is the item, value is "pending" or "completed"
+APPROVAL = "approval"  # key is what it concerns, value is "requested" | "granted" | "denied"
+VERIFICATION = "verification"  # key is what was checked, value is "passed" | "failed"
+DECISION = "decision"  # key is the subject, value is the decision sentence
+FIELD = "field"  # a `key: value` pair or a JSON field of a tool output
+AMOUNT = "amount"  # money with a currency
+QUANTITY = "quantity"  # a number with a unit, or a percentage
+DATE = "date"
+IDENTIFIER = "id"  # PO-2231, UUIDs, hashes, user ids such as mia_li_3668
+PATH = "path"
+URL = "url"
+
+FACT_KINDS = (CONSTRAINT, PLAN, APPROVAL, VERIFICATION, DECISION, FIELD, AMOUNT, QUANTITY, DATE, IDENTIFIER, PATH, URL)
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One entry of the key-facts ledger, extracted deterministically from one message."""
+
+    kind: str
+    key: str
+    value: str
+    turn: int  # index of the source message in the conversation
+    evidence_ref: str | None = None  # ref of the stored message it came from
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One tool call and its outcome, recorded when the tool's result arrives."""
+
+    turn: int  # index of the tool result message
+    tool: str
+    arguments: str  # the call's arguments as the model wrote them (JSON text)
+    outcome: str  # "ok" | "error"
+    gist: str  # one line: the error line, or the first meaningful line, and the size
+    call_id: str = ""
+    evidence_ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """What one message yields."""
+
+    facts: tuple[Fact, ...] = ()
+    actions: tuple[Action, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """An assistant's tool call, as seen when its result is extracted."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageContext:
+    """What an extractor may know besides the message itself; all of it comes from the same request path."""
+
+    index: int  # position of the message in the conversation
+    ref: str | None = None  # evidence ref of this message
+    call: ToolCall | None = None  # for a tool message: the call it answers
+    previous_assistant_text: str = ""  # text of the nearest earlier assistant message (approval questions)
+    is_first_user: bool = False  # the task itself

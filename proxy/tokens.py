@@ -1,0 +1,133 @@
+"""Token counting with tiktoken, using the BPE files litellm ships (there is no network at start-up)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import orjson
+
+from .records import Message
+
+# Per-message framing tokens, as in OpenAI's cookbook counting (role, separators).
+MESSAGE_OVERHEAD = 4
+TOOL_CALL_OVERHEAD = 8
+
+
+class TokenizerUnavailable(RuntimeError):
+    """The BPE file of an encoding could not be loaded (offline and not shipped by litellm)."""
+
+
+def litellm_tokenizers_dir() -> Path | None:
+    """litellm's folder of shipped tiktoken files, found without importing litellm (which is slow)."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    return folder if folder.is_dir() else None
+
+
+def _point_tiktoken_at_litellm_files() -> None:
+    if "TIKTOKEN_CACHE_DIR" in os.environ or "DATA_GYM_CACHE_DIR" in os.environ:
+        return
+    folder = litellm_tokenizers_dir()
+    if folder is not None:
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+
+
+_point_tiktoken_at_litellm_files()
+
+import tiktoken  # noqa: E402  (must follow the cache-dir setup above)
+
+
+@lru_cache(maxsize=8)
+def load_encoding(name: str) -> tiktoken.Encoding:
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception as error:  # tiktoken raises plain errors (network, KeyError, ValueError)
+        raise TokenizerUnavailable(
+            f"tiktoken encoding {name!r} could not be loaded ({error.__class__.__name__}: {error}); "
+            f"TIKTOKEN_CACHE_DIR={os.environ.get('TIKTOKEN_CACHE_DIR')!r} must hold its BPE file "
+            "(litellm ships cl100k_base and o200k_base)"
+        ) from error
+
+
+class TokenCounter:
+    """Counts tokens of texts and messages with one encoding; caches generated texts that recur every call."""
+
+    def __init__(self, encoding: str = "o200k_base", cache_size: int = 65536) -> None:
+        self.encoding_name = encoding
+        self.encoding = load_encoding(encoding)
+        self._cache: dict[str, int] = {}
+        self._cache_size = cache_size
+
+    def text(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self.encoding.encode_ordinary(text))
+
+    def cached_text(self, text: str) -> int:
+        """For texts workset generates (placeholders, digests): counted once, then looked up."""
+        count = self._cache.get(text)
+        if count is None:
+            if len(self._cache) >= self._cache_size:
+                self._cache.clear()
+            count = self._cache[text] = self.text(text)
+        return count
+
+    def message(self, message: Message, generated: bool = False) -> int:
+        count = self.cached_text if generated else self.text
+        total = MESSAGE_OVERHEAD
+        content = message.get("content")
+        if isinstance(content, str):
+            total += count(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    total += count(part["text"])
+                else:
+                    # images and other parts: count their JSON; a rough but stable figure
+                    total += count(orjson.dumps(part).decode())
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {} if isinstance(call, dict) else {}
+            total += TOOL_CALL_OVERHEAD + count(str(function.get("name", ""))) + count(str(function.get("arguments", "")))
+        name = message.get("name")
+        if isinstance(name, str):
+            total += count(name)
+        return total
+
+    def tools(self, tools: object) -> int:
+        """Tool definitions count toward the input like messages do."""
+        if not tools:
+            return 0
+        return self.cached_text(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS).decode())
+
+
+class Excerpter:
+    """Head and tail of an oversized text, cut on token boundaries; memoised because recent outputs recur every call."""
+
+    def __init__(self, counter: TokenCounter, cache_size: int = 1024) -> None:
+        self._encoding = counter.encoding
+        self._cache: dict[tuple[str, int, int], tuple[str, str, int]] = {}
+        self._cache_size = cache_size
+
+    def __call__(self, text: str, head_tokens: int, tail_tokens: int) -> tuple[str, str, int]:
+        """(head text, tail text, number of tokens left out)."""
+        key = (text, head_tokens, tail_tokens)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        tokens = self._encoding.encode_ordinary(text)
+        elided = max(0, len(tokens) - head_tokens - tail_tokens)
+        if elided == 0:
+            result = (text, "", 0)
+        else:
+            head = self._encoding.decode(tokens[:head_tokens], errors="replace") if head_tokens else ""
+            tail = self._encoding.decode(tokens[len(tokens) - tail_tokens:], errors="replace") if tail_tokens else ""
+            result = (head, tail, elided)
+        if len(self._cache) >= self._cache_size:
+            self._cache.clear()
+        self._cache[key] = result
+        return result
