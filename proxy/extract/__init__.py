@@ -1,0 +1,139 @@
+"""Deterministic extraction: what one message adds to the key-facts ledger and the actions table.
+
+Pure functions, no model and no I/O: the same message and context always give the same Extraction, in the
+same order. `extract` dispatches by role:
+
+- user: constraints, an answer to a pending approval, checklist items, key facts;
+- assistant: an approval request, plan items (checklists, announced numbered plans, todo-tool calls),
+  decisions, key facts of its text and of its tool-call arguments;
+- tool / function: the action (outcome and gist), a verification state for test runs, key facts (JSON fields
+  of a JSON output, otherwise entities and `key: value` lines);
+- system / developer and unknown roles: nothing (they are pinned and forwarded verbatim).
+"""
+
+from __future__ import annotations
+
+from ..messages import message_text, tool_calls
+from ..records import (
+    APPROVAL,
+    CONSTRAINT,
+    DECISION,
+    FIELD,
+    PLAN,
+    VERIFICATION,
+    Action,
+    Extraction,
+    Fact,
+    Message,
+    MessageContext,
+    ToolCall,
+)
+from .actions import tool_action, tool_output_gist, verification
+from .approvals import REQUESTED, approval_answer, approval_subject
+from .constraints import constraints
+from .facts import argument_root, entities, head_and_tail, json_facts, parse_json, snippet, string_leaves, text_facts
+from .plans import decisions, plan_items
+
+__all__ = ["extract", "tool_output_gist"]
+
+MAX_ARGUMENT_FACTS = 20  # entities in one assistant message's tool-call arguments
+MAX_ARGUMENT_STRINGS = 64  # string leaves of the arguments that are scanned
+
+_Triple = tuple[str, str, str]  # (kind, key, value)
+
+
+def extract(message: Message, context: MessageContext) -> Extraction:
+    """The facts and actions one message yields; never raises on odd content."""
+    if not isinstance(message, dict):
+        return Extraction()
+    role = message.get("role")
+    text = message_text(message)
+    actions: tuple[Action, ...] = ()
+    if role == "user":
+        triples = _user(text, context)
+    elif role == "assistant":
+        triples = _assistant(text, _tool_calls(message))
+    elif role in ("tool", "function"):
+        data = parse_json(text)
+        action = tool_action(message, text, context, data)
+        actions = (action,)
+        triples = _tool(text, data, context.call, action)
+    else:
+        return Extraction()
+    return Extraction(facts=_facts(triples, context), actions=actions)
+
+
+def _tool_calls(message: Message) -> list[ToolCall]:
+    """`tool_calls(message)` for well-formed entries only: `messages.tool_calls` expects `function` to be a dict
+    and would raise on a malformed entry (a string or a list there), and extraction must never raise."""
+    raw = message.get("tool_calls")
+    entries = (
+        [c for c in raw if isinstance(c, dict) and isinstance(c.get("function") or {}, dict)]
+        if isinstance(raw, list)
+        else []
+    )
+    legacy = message.get("function_call")
+    return tool_calls({"tool_calls": entries, "function_call": legacy if isinstance(legacy, dict) else None})
+
+
+def _facts(triples: list[_Triple], context: MessageContext) -> tuple[Fact, ...]:
+    """Fact records, one per (kind, key): the first occurrence in the message wins."""
+    seen: set[tuple[str, str]] = set()
+    facts: list[Fact] = []
+    for kind, key, value in triples:
+        if not key or (kind, key) in seen:
+            continue
+        seen.add((kind, key))
+        facts.append(Fact(kind=kind, key=key, value=value, turn=context.index, evidence_ref=context.ref))
+    return tuple(facts)
+
+
+def _user(text: str, context: MessageContext) -> list[_Triple]:
+    triples: list[_Triple] = [(CONSTRAINT, key, value) for key, value in constraints(text)]
+    answer = approval_answer(text, context.previous_assistant_text)
+    if answer is not None:
+        triples.append((APPROVAL, answer[0], answer[1]))
+    triples += [(PLAN, key, status) for key, status in plan_items(text, [], "user")]
+    triples += text_facts(head_and_tail(text))
+    return triples
+
+
+def _assistant(text: str, calls: list[ToolCall]) -> list[_Triple]:
+    triples: list[_Triple] = []
+    subject = approval_subject(text) if text else None
+    if subject is not None:
+        triples.append((APPROVAL, subject, REQUESTED))
+    triples += [(PLAN, key, status) for key, status in plan_items(text, calls, "assistant")]
+    triples += [(DECISION, key, value) for key, value in decisions(text)]
+    if text:
+        triples += text_facts(head_and_tail(text))
+    triples += _argument_facts(calls)
+    return triples
+
+
+def _argument_facts(calls: list[ToolCall]) -> list[_Triple]:
+    """Entities in the string values of tool-call arguments: the paths a command touches, the ids a call uses."""
+    triples: list[_Triple] = []
+    for call in calls:
+        data = parse_json(call.arguments)
+        strings = string_leaves(data, MAX_ARGUMENT_STRINGS) if data is not None else [call.arguments]
+        for value in strings:
+            value = head_and_tail(value)  # a heredoc can carry a whole file
+            for entity in entities(value, MAX_ARGUMENT_FACTS - len(triples)):
+                triples.append((entity.kind, entity.key, snippet(value, entity.start, entity.end)))
+            if len(triples) >= MAX_ARGUMENT_FACTS:
+                return triples
+    return triples
+
+
+def _tool(text: str, data: object, call: ToolCall | None, action: Action) -> list[_Triple]:
+    triples: list[_Triple] = []
+    checked = verification(call, text, action.outcome)
+    if checked is not None:
+        triples.append((VERIFICATION, checked[0], checked[1]))
+    if data is not None:
+        root = (argument_root(call.arguments) if call else "") or action.tool
+        triples += [(FIELD, key, value) for key, value in json_facts(data, root)]
+    else:
+        triples += text_facts(head_and_tail(text))
+    return triples

@@ -1,0 +1,349 @@
+"""Tool results: the action record (tool, arguments, outcome, one-line gist) and verification states."""
+
+from __future__ import annotations
+
+import re
+
+from ..records import Action, Message, MessageContext, ToolCall
+from .facts import parse_json
+from .text import clip, clip_middle, collapse
+
+MAX_GIST_CHARS = 160  # the gist line itself; the size note is appended after it
+MAX_VERIFICATION_KEY_CHARS = 100
+_RC_PROBE_LINES = 2  # exit-code notes are looked for only this many lines from either end
+
+_RETURNCODE_TAG = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_EXIT_NOTE = re.compile(
+    r"\b(?:exit(?:ed)?(?: with)?|return(?:ed)?)[ _-]?(?:code|status)\b\s*[:=]?\s*(-?\d+)"
+    r"|\breturned non-zero exit status (\d+)",
+    re.I,
+)
+_WRAPPER = re.compile(r"^\s*</?(?:returncode|output|stdout|stderr)>\s*$|^\s*<returncode>-?\d+</returncode>\s*$")
+_TAGS = re.compile(r"</?(?:exception|error|output|stdout|stderr|returncode)>")
+_ALNUM = re.compile(r"[^\W_]")
+_TRACEBACK_HEADER = "Traceback (most recent call last):"
+_TRACEBACK_SCAN_CHARS = 20_000  # after the last traceback header, where its exception line is looked for
+_LONG_LINE_CHARS = 2_000  # longer lines are cut to head and tail before any pattern reads them
+_HEAD_LINES = 20  # meaningful lines read from the start of an output
+_HEAD_CHARS = 16_000  # error lines are looked for in this much of the start of an output
+_TAIL_CHARS = 4_000  # summaries and the last line are read from this much of the end
+# The exception line ends a traceback: at column 0, a (dotted) class name, a colon or the end of the line.
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::\s.*|:?)$")
+_ERROR_LINE = re.compile(
+    r"^\s*(?:ERROR|Error|error|FATAL|Fatal|fatal|E)\b\s*[:!\s]"
+    r"|^[A-Za-z_][\w.]*(?:Error|Exception):\s"
+    r"|command not found|No such file or directory|No module named|Permission denied",
+)
+# Failures of the command itself (as opposed to text it printed): shell, interpreter and git messages.
+_FATAL_LAST_LINE = re.compile(
+    r"command not found|No such file or directory|No module named|Permission denied|^(?:ERROR|fatal|Error):"
+)
+_GREP_HIT = re.compile(r"^\S+:\d+[:-]")  # `path:line:` lines quote files; they are not the command failing
+_JSON_ERROR_STATUS = frozenset({"error", "failed", "failure", "fail"})
+
+# Test and check runners; a script named like test_*, *_test, reproduce*, verify* run by python counts too.
+_TEST_COMMAND = re.compile(
+    r"\b(?:py\.?test|pytest|unittest|tox|nox|runtests(?:\.py)?|manage\.py\s+test|(?:g?make)\s+(?:test|check)\w*|"
+    r"(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test|go\s+test|cargo\s+(?:test|nextest)|mvn\s+\S*test|gradlew?\s+test|"
+    r"ctest|rspec|phpunit|jest|vitest|mocha)\b"
+    r"|\bpython[\d.]*\s+(?:-\S+\s+)*\S*?(?:test|reproduce|verify)\w*\.py\b",
+    re.I,
+)
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+_SEGMENT_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
+_DISPLAY_TAIL = re.compile(r"\s*(?:\d?>&\d|2>\s*/dev/null)|\s*\|\s*(?:head|tail|grep|less|more|cat|tee)\b.*$")
+# A segment that reads or searches files mentions "pytest" without running it.
+_NOT_A_RUNNER = re.compile(
+    r"^(?:sudo\s+)?(?:grep|egrep|rg|ag|find|cat|ls|sed|awk|echo|printf|head|tail|git|pip\d*|wc|diff|cp|mv|rm|"
+    r"mkdir|touch|less|more|sort|nl|file|stat|which|type|chmod|vim?|nano)\b"
+)
+# Runner summaries, case-sensitive: pytest and unittest write "FAILED" and "1 failed", prose rarely does. Plain
+# substrings (the window is framed by newlines so "\nOK" means a line starting with OK): scanning `re`
+# alternations over a long output costs far more than a handful of substring searches.
+_FAILED_MARKS = (
+    "FAILED", "\nFAIL:", "\nFAIL ", "\nFAIL\n", "\n--- FAIL", "\nERROR:", "ests failed", "est failed", "o tests ran",
+    "NO TESTS RAN", "\nRan 0 tests",
+)  # fmt: skip
+_PASSED_MARKS = (
+    "PASSED", "\nOK\n", "\nOK (", "ll tests passed", "ests passed", "est passed", "\nok ", "\nok\t", "test result: ok",
+)  # fmt: skip
+_TEST_WORDS = ("test", "tox", "nox", "check", "reproduce", "verify", "rspec", "jest", "mocha", "phpunit")
+_FAILED_COUNT = re.compile(r"[1-9]\d* (?:failed|errors?)\b")  # pytest: "1 failed", "2 errors"
+_PASSED_COUNT = re.compile(r"[1-9]\d* passed\b")
+_PYTEST_SUMMARY = re.compile(r"^=+ .*\b(?:passed|failed|errors?|skipped)\b.* in [\d.]+s.*=+$", re.M)
+_UNITTEST_FAILED = re.compile(r"^FAILED \((?:failures|errors)=\d+.*\)$", re.M)
+
+
+def return_code(text: str, head: list[str], tail: list[str]) -> int | None:
+    """The exit code the output reports: a <returncode> tag, else an exit note on the first or last lines."""
+    # mini-swe-agent puts the tag first, or last after an <exception> line.
+    tag = _RETURNCODE_TAG.search(text, 0, 200) or _RETURNCODE_TAG.search(text, max(0, len(text) - 200))
+    if tag:
+        return int(tag.group(1))
+    for line in head[:_RC_PROBE_LINES] + tail[-_RC_PROBE_LINES:]:
+        note = _EXIT_NOTE.search(line)
+        if note:
+            return int(note.group(1) or note.group(2))
+    return None
+
+
+def _is_meaningful(line: str) -> bool:
+    return bool(line) and not _WRAPPER.match(line) and _ALNUM.search(line) is not None
+
+
+def _clean(line: str) -> str:
+    """The line without wrapper tags; a very long line (one-line JSON) keeps only its head and tail."""
+    if len(line) > _LONG_LINE_CHARS:
+        line = line[: _LONG_LINE_CHARS // 2] + " … " + line[-_LONG_LINE_CHARS // 2 :]
+    return _TAGS.sub("", line).strip() if "<" in line else line.strip()
+
+
+def meaningful_lines(text: str, limit: int) -> list[str]:
+    """Up to `limit` output lines from the start that say something: no blanks, wrapper tags, lone braces."""
+    result: list[str] = []
+    for line in text.splitlines():
+        if _is_meaningful(line):
+            cleaned = _clean(line)
+            if cleaned:
+                result.append(cleaned)
+                if len(result) >= limit:
+                    break
+    return result
+
+
+def _last_lines(text: str, limit: int) -> list[str]:
+    """Up to `limit` meaningful lines from the end, in text order; only the tail of the text is read."""
+    result: list[str] = []
+    for line in reversed(text[-_TAIL_CHARS:].splitlines()):
+        if _is_meaningful(line):
+            cleaned = _clean(line)
+            if cleaned:
+                result.append(cleaned)
+                if len(result) >= limit:
+                    break
+    result.reverse()
+    return result
+
+
+def _line_count(text: str) -> int:
+    """Non-empty lines, wrapper tags excluded: the size shown after a gist (list operations only, no loop)."""
+    lines = text.splitlines()
+    count = len(lines) - lines.count("")
+    ends = lines[:3] + lines[-3:] if len(lines) > 6 else lines
+    return count - sum(1 for line in ends if line[:1] == "<" and _WRAPPER.match(line))
+
+
+def tool_output_gist(text: str, max_chars: int) -> tuple[str, str]:
+    """(outcome "ok"|"error", one line): the error line on failure, else the first meaningful line; then size.
+
+    `exit 1: ModuleNotFoundError: No module named 'erfa' (22 lines)`, `./astropy/modeling/separable.py (2 lines)`.
+    """
+    text = text if isinstance(text, str) else str(text)
+    return _gist(text, parse_json(text), max_chars)
+
+
+def _gist(text: str, data: object, max_chars: int) -> tuple[str, str]:
+    head = meaningful_lines(text, _HEAD_LINES)
+    tail = _last_lines(text, _RC_PROBE_LINES) if head else []
+    code = return_code(text, head, tail)
+    error_line = _error_line(text, head, tail, code, data)
+    size = _size(_line_count(text) if head else 0, len(text))
+    if error_line is None:
+        return "ok", f"{clip_middle(collapse(head[0]), max_chars) if head else '(no output)'}{size}"
+    prefix = f"exit {code}: " if code not in (None, 0) else ""
+    return "error", f"{prefix}{clip_middle(collapse(error_line), max_chars) if error_line else '(no output)'}{size}"
+
+
+def _size(count: int, chars: int) -> str:
+    if count == 0:
+        return ""
+    note = f" ({count} line{'s' if count != 1 else ''}"
+    if chars >= 1000:
+        note += f", {chars / 1000:.1f}k chars"
+    return note + ")"
+
+
+def _error_line(text: str, head: list[str], tail: list[str], code: int | None, data: object) -> str | None:
+    """The line that shows the failure ("" when failed without any line), or None when the output is fine."""
+    last = tail[-1] if tail else ""
+    if code not in (None, 0):
+        return _traceback_exception(text) or _summary_failure(text) or _first_error(text) or last
+    if data is not None:
+        return _json_error(data)
+    if code == 0:
+        # A pipe (`cmd | tail`) hides a failing exit status; a fatal last line still tells.
+        exception = _traceback_exception(text)
+        if exception is not None and exception == last:
+            return exception
+        if _FATAL_LAST_LINE.search(last) and not _GREP_HIT.match(last):
+            return last
+        return None
+    return _traceback_exception(text) or _leading_error(head)
+
+
+def _traceback_exception(text: str) -> str | None:
+    """The exception line of the last Python traceback in the text, if it has one."""
+    header = text.rfind(_TRACEBACK_HEADER)
+    if header < 0:
+        return None
+    for line in text[header + len(_TRACEBACK_HEADER) : header + _TRACEBACK_SCAN_CHARS].splitlines():
+        if not line or line[:1].isspace():
+            continue
+        line = _clean(line)
+        if _EXCEPTION_LINE.match(line) and not line.startswith(("During handling", "The above exception")):
+            return line
+    return None
+
+
+def _summary_failure(text: str) -> str | None:
+    window = text[-_TAIL_CHARS:]
+    match = _PYTEST_SUMMARY.search(window) or _UNITTEST_FAILED.search(window)
+    return match.group().strip("= ") if match else None
+
+
+def _first_error(text: str) -> str | None:
+    """The first error-looking line in the head of the output (not a grep hit quoting a file)."""
+    for line in text[:_HEAD_CHARS].splitlines():
+        if _ERROR_LINE.search(line) and not _GREP_HIT.match(line):
+            return _clean(line)
+    return None
+
+
+def _leading_error(head: list[str]) -> str | None:
+    """Without an exit code, only a clear error line counts: the first line, or an error line of a short output."""
+    if not head:
+        return None
+    if _ERROR_LINE.search(head[0]):
+        return head[0]
+    if len(head) < _HEAD_LINES:
+        return next((line for line in head if _ERROR_LINE.search(line) and not _GREP_HIT.match(line)), None)
+    return None
+
+
+def _json_error(data: object) -> str | None:
+    """The error message of a JSON result: an `error`/`errors` field, `success: false`, `status: error`."""
+    if not isinstance(data, dict):
+        return None
+    for name in ("error", "errors"):
+        value = data.get(name)
+        if value not in (None, False, "", [], {}):
+            return f"{name}: {value if isinstance(value, str) else collapse(str(value))}"
+    if data.get("success") is False or data.get("ok") is False:
+        message = data.get("message") or data.get("detail") or "success: false"
+        return str(message)
+    status = data.get("status")
+    if isinstance(status, str) and status.lower() in _JSON_ERROR_STATUS:
+        return f"status: {status}" + (f" {data['message']}" if isinstance(data.get("message"), str) else "")
+    return None
+
+
+def tool_action(message: Message, text: str, context: MessageContext, data: object = None) -> Action:
+    """The action record for one tool result message; `data` is its parsed JSON, if it is JSON."""
+    call = context.call
+    name = (call.name if call else "") or str(message.get("name") or "") or "unknown"
+    call_id = str(message.get("tool_call_id") or (call.id if call else "") or "")
+    outcome, gist = _gist(text, data, MAX_GIST_CHARS)
+    return Action(
+        turn=context.index,
+        tool=name,
+        arguments=call.arguments if call else "",
+        outcome=outcome,
+        gist=gist,
+        call_id=call_id,
+        evidence_ref=context.ref,
+    )
+
+
+# ---- verification ---------------------------------------------------------------------------------------------
+
+
+def command_text(arguments: str) -> str:
+    """The command a call runs: the `command` (or `cmd`, `script`...) string of JSON arguments, else the raw text."""
+    data = parse_json(arguments) if arguments[:1] in "{[" else None
+    if isinstance(data, dict):
+        for name in ("command", "cmd", "script", "code", "input", "args"):
+            value = data.get(name)
+            if isinstance(value, str):
+                return value
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                return " ".join(value)
+        return ""
+    return arguments
+
+
+def runner_command(command: str) -> str | None:
+    """The part of a shell command that runs tests or a check script, shortened to a stable key; else None."""
+    lowered = command.lower()
+    if not any(word in lowered for word in _TEST_WORDS) or not _TEST_COMMAND.search(command):
+        return None
+    script = _without_heredocs(command)
+    separators = list(_SEGMENT_SPLIT.finditer(script))
+    starts = [0] + [m.end() for m in separators]
+    ends = [m.start() for m in separators] + [len(script)]
+    quoted = _inside_quotes(script, starts)
+    for index, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        segment = script[start:end]
+        if not _TEST_COMMAND.search(segment) or _HEREDOC.search(segment):
+            continue
+        # A segment inside a quoted `python -c "..."` belongs to the command that opened the quote.
+        first = index
+        while first > 0 and quoted[first]:
+            first -= 1
+        segment = script[starts[first] : end]
+        if _NOT_A_RUNNER.match(segment):
+            continue
+        key = collapse(_DISPLAY_TAIL.sub("", segment))
+        return clip(key, MAX_VERIFICATION_KEY_CHARS) if key else None
+    return None
+
+
+def _inside_quotes(script: str, starts: list[int]) -> list[bool]:
+    """For each position in `starts` (ascending): whether a quote opened before it is still open there."""
+    result: list[bool] = []
+    doubles = singles = previous = 0
+    for start in starts:
+        piece = script[previous:start]
+        doubles += piece.count('"') - piece.count('\\"')
+        singles += piece.count("'")
+        previous = start
+        result.append(doubles % 2 == 1 or singles % 2 == 1)
+    return result
+
+
+def _without_heredocs(command: str) -> str:
+    """The command with here-document bodies removed: a file being written is not a test being run."""
+    if "<<" not in command:
+        return command
+    kept: list[str] = []
+    terminator: str | None = None
+    for line in command.splitlines():
+        if terminator is not None:
+            if line.strip() == terminator:
+                terminator = None
+            continue
+        kept.append(line)
+        heredoc = _HEREDOC.search(line)
+        if heredoc:
+            terminator = heredoc.group(2)
+    return "\n".join(kept)
+
+
+def runner_verdict(text: str, outcome: str) -> str:
+    """ "failed" or "passed": runner summaries first (a pipe can hide the exit status), then the outcome."""
+    inner = text if len(text) <= _HEAD_CHARS else text[:_TAIL_CHARS] + "\n" + text[-_TAIL_CHARS:]
+    window = f"\n{inner}\n"
+    counted_failures = (" failed" in window or " error" in window) and _FAILED_COUNT.search(window)
+    if counted_failures or any(mark in window for mark in _FAILED_MARKS):
+        return "failed"
+    counted_passes = " passed" in window and _PASSED_COUNT.search(window)
+    if counted_passes or any(mark in window for mark in _PASSED_MARKS):
+        return "passed"
+    return "failed" if outcome == "error" else "passed"
+
+
+def verification(call: ToolCall | None, text: str, outcome: str) -> tuple[str, str] | None:
+    """(key, "passed"|"failed") when the call ran tests or a check script."""
+    if call is None:
+        return None
+    key = runner_command(command_text(call.arguments))
+    return (key, runner_verdict(text, outcome)) if key else None

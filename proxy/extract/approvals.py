@@ -1,0 +1,154 @@
+"""Approvals: an assistant asking for explicit confirmation, and the user's yes or no that follows.
+
+The key of an approval is a subject derived from the asking text alone, so the user's answer (extracted with
+`context.previous_assistant_text`) lands on the same key as the request and supersedes it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..records import AMOUNT, IDENTIFIER
+from .facts import entities
+from .text import clip, normalize, sentences, units
+
+REQUESTED = "requested"
+GRANTED = "granted"
+DENIED = "denied"
+MAX_SUBJECT_CHARS = 100
+MAX_SUBJECT_ENTITIES = 4
+_ANSWER_PROBE_CHARS = 200  # the answer is in the first words of the reply
+REQUEST_WINDOW_CHARS = 2_000  # the end of an assistant message, where a confirmation request is looked for
+SUBJECT_WINDOW_CHARS = 4_000  # the end of the message, where the subject's verb and ids are taken from
+
+_REQUEST = re.compile(
+    r"\b(?:do you want (?:me )?to (?:proceed|go ahead|continue)|would you like (?:me )?to (?:proceed|go ahead|continue)"
+    r"|if you(?:'d|’d| would) like (?:me )?to (?:proceed|go ahead)"
+    r"|(?:shall|should|may|can) i (?:proceed|go ahead|continue)"
+    r"|(?:shall|should) i \w[^.?!\n]{0,80}\?"
+    r"|are you sure|do you (?:approve|confirm|agree)|please confirm(?! (?:the|your|which|what|how)\b)"
+    r"|confirm (?:if|whether|that|by|with|to proceed)\b|once you confirm|(?:ok|okay) to proceed"
+    r"|\((?:yes/no|y/n)\)|\[y/n\]|(?:reply|respond|answer) (?:with )?[\"“']?yes)"
+    r"|请确认|确认一下|是否继续|是否确认|可以吗|同意吗",
+    re.I,
+)
+# Every request pattern holds one of these: a cheap test before the slow scan.
+_REQUEST_WORDS = (
+    "shall i",
+    "should i",
+    "proceed",
+    "go ahead",
+    "continue",
+    "confirm",
+    "sure",
+    "approve",
+    "agree",
+    "yes",
+    "y/n",
+    "确认",
+    "继续",
+    "可以吗",
+    "同意",
+)
+_ACTION = re.compile(
+    r"\b(?:book|cancel|modif|chang|updat|upgrad|downgrad|refund|delet|remov|pay|charg|transfer|send|add|deploy|push|"
+    r"merg|install|apply|commit|submit|purchas|buy|execut|overwrit|reset|drop|migrat|releas|publish)\w*"
+    r"|预订|取消|修改|删除|支付|付款|退款|部署|提交",
+    re.I,
+)
+# Canonical verbs by stem, so "booking"/"book" and "cancellation"/"cancel" give one subject.
+_VERB_STEMS = (
+    ("book", "book"), ("cancel", "cancel"), ("modif", "modify"), ("chang", "change"), ("updat", "update"),
+    ("upgrad", "upgrade"), ("downgrad", "downgrade"), ("refund", "refund"), ("delet", "delete"), ("remov", "remove"),
+    ("pay", "pay"), ("charg", "charge"), ("transfer", "transfer"), ("send", "send"), ("add", "add"),
+    ("deploy", "deploy"), ("push", "push"), ("merg", "merge"), ("install", "install"), ("apply", "apply"),
+    ("commit", "commit"), ("submit", "submit"), ("purchas", "purchase"), ("buy", "buy"), ("execut", "execute"),
+    ("overwrit", "overwrite"), ("reset", "reset"), ("drop", "drop"), ("migrat", "migrate"), ("releas", "release"),
+    ("publish", "publish"),
+)  # fmt: skip
+_YES = re.compile(
+    r"^\W*(?:yes|yeah|yep|yup|sure|ok|okay|confirm(?:ed)?|i confirm|go ahead|proceed"
+    r"|please (?:do(?! not)|proceed|go ahead)"
+    r"|do it|sounds good|that(?:'s|’s| is) (?:fine|correct|right|good)|correct|approved?|lgtm|absolutely|definitely"
+    r"|affirmative|no problem|no worries|y)\b"
+    r"|^\W*(?:同意|好的|好|确认|可以|是的|是|行|没问题|继续)",
+    re.I,
+)
+# "cancel" is no answer word: in "cancel it" the user may be asking for the very action proposed.
+_NO = re.compile(
+    r"^\W*(?:no|nope|nah|don(?:'|’)?t|do not|stop|wait|hold on|not now|never ?mind|n)\b"
+    r"|^\W*(?:不|别|算了|等一下)",
+    re.I,
+)
+_YES_ANYWHERE = re.compile(r"\b(?:i confirm|please proceed|go ahead|you can proceed|yes)\b|确认|同意", re.I)
+_NO_ANYWHERE = re.compile(r"\b(?:don(?:'|’)?t|do not|not) (?:proceed|go ahead|do (?:it|that))\b|不要继续|不同意", re.I)
+
+
+def asking_sentence(text: str) -> str | None:
+    """The sentence of an assistant message that asks for explicit confirmation, or None.
+
+    Only the end of the message is read: a request for confirmation closes the message that makes it.
+    """
+    text = text[-REQUEST_WINDOW_CHARS:]
+    lowered = text.lower()
+    if not any(word in lowered for word in _REQUEST_WORDS) or not _REQUEST.search(text):
+        return None
+    for unit in units(text):
+        if _REQUEST.search(unit):
+            for sentence in sentences(unit):
+                if _REQUEST.search(sentence):
+                    return sentence
+            return unit
+    return None
+
+
+def approval_subject(text: str) -> str | None:
+    """A short deterministic subject for the confirmation `text` asks for, or None when it asks for none.
+
+    The action verb (from the asking sentence, else the whole message) and the first ids and amounts of the
+    message: `book: $255, $250, $5`, `cancel: 59XX6W`. Without ids, the asking sentence stands in.
+    """
+    asking = asking_sentence(text)
+    if asking is None:
+        return None
+    tail = text[-SUBJECT_WINDOW_CHARS:]
+    verb = _verb(asking) or _verb(tail)
+    found: list[str] = []
+    for entity in entities(tail, limit=64):
+        if entity.kind in (IDENTIFIER, AMOUNT) and entity.raw not in found:
+            found.append(entity.raw)
+            if len(found) >= MAX_SUBJECT_ENTITIES:
+                break
+    if found:
+        subject = f"{verb or 'proceed'}: {', '.join(found)}"
+    else:
+        subject = f"{verb}: {normalize(asking)}" if verb else normalize(asking)
+    return clip(subject, MAX_SUBJECT_CHARS)
+
+
+def _verb(text: str) -> str | None:
+    match = _ACTION.search(text)
+    if match is None:
+        return None
+    word = match.group().lower()
+    for stem, canonical in _VERB_STEMS:
+        if word.startswith(stem):
+            return canonical
+    return word  # a Chinese verb stands for itself
+
+
+def approval_answer(text: str, previous_assistant_text: str) -> tuple[str, str] | None:
+    """(subject, "granted"|"denied") when `text` answers a confirmation the previous assistant turn asked for."""
+    subject = approval_subject(previous_assistant_text) if previous_assistant_text else None
+    if subject is None:
+        return None
+    head = text.strip()[:_ANSWER_PROBE_CHARS]
+    if _NO_ANYWHERE.search(head):
+        return subject, DENIED  # "please do not proceed", even after a polite "yes, but"
+    if _YES.match(head):
+        return subject, GRANTED
+    if _NO.match(head):
+        return subject, DENIED
+    if _YES_ANYWHERE.search(head):
+        return subject, GRANTED
+    return None

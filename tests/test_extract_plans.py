@@ -1,0 +1,136 @@
+"""Plan items (checklists, announced numbered plans, todo tools) and decisions."""
+
+from __future__ import annotations
+
+import json
+
+from traces import load_traces, requires_traces
+
+from proxy.extract import extract
+from proxy.records import DECISION, PLAN, MessageContext
+
+
+def plan(message: dict, index: int = 6) -> list[tuple[str, str]]:
+    facts = extract(message, MessageContext(index=index, ref=f"ev{index}")).facts
+    return [(f.key, f.value) for f in facts if f.kind == PLAN]
+
+
+def assistant(text: str, calls: list[tuple[str, object]] = ()) -> dict:  # type: ignore[assignment]
+    tool_calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        for n, (name, args) in enumerate(calls)
+    ]
+    return {"role": "assistant", "content": text, "tool_calls": tool_calls}
+
+
+def test_markdown_checklist_in_assistant_and_user_text() -> None:
+    text = (
+        "Status:\n- [x] Reproduce the bug\n- [ ] Fix **separable.py**\n* [X] ~~Read the docs~~\n- [ ] Run the tests ✅"
+    )
+    expected = [
+        ("reproduce the bug", "completed"),
+        ("fix separable.py", "pending"),
+        ("read the docs", "completed"),
+        ("run the tests", "completed"),
+    ]
+    assert plan(assistant(text)) == expected
+    assert plan({"role": "user", "content": text}) == expected
+
+
+def test_checklist_items_close_on_the_same_key() -> None:
+    before = plan(assistant("- [ ] Run the tests"))
+    after = plan(assistant("- [x] Run the tests ✅"))
+    assert before == [("run the tests", "pending")] and after == [("run the tests", "completed")]
+
+
+def test_numbered_plan_announced_by_a_plan_line() -> None:
+    text = (
+        "Here's my plan:\n1. Reproduce the issue\n2. Fix `_cstack` (done)\n3. ~~Write docs~~\n\nThen I'll report back."
+    )
+    assert plan(assistant(text)) == [
+        ("reproduce the issue", "pending"),
+        ("fix _cstack", "completed"),
+        ("write docs", "completed"),
+    ]
+
+
+def test_weak_cue_needs_steps_that_read_like_steps() -> None:
+    steps = "Let me do the following:\n1. Create a reproduction script\n2. Run it\n3. Fix the bug"
+    explanation = "Let me trace through what happens:\n1. `_separable(cm)` returns an array\n2. The buggy code sets 1s"
+    assert [key for key, _ in plan(assistant(steps))] == ["create a reproduction script", "run it", "fix the bug"]
+    assert plan(assistant(explanation)) == []
+
+
+def test_numbered_lists_without_a_plan_line_are_not_plans() -> None:
+    assert plan(assistant("The changes are:\n1. Modified __init__\n2. Updated start_line")) == []
+
+
+def test_numbered_lists_in_user_text_are_not_plans() -> None:
+    assert plan({"role": "user", "content": "My plan:\n1. Book the flight\n2. Pay with the certificate"}) == []
+
+
+@requires_traces
+def test_tau_numbered_questions_are_not_plan_items() -> None:
+    messages = next(t for t in load_traces("tau-dev") if t["id"] == "tau-airline/task0/trial0")["messages"]
+    assert messages[4]["content"].startswith("Thank you, Mia. Could you please let me know the following details")
+    assert plan(messages[4], 4) == []
+
+
+def test_todo_write_tool_call() -> None:
+    todos = {"todos": [
+        {"content": "Reproduce the bug", "status": "completed", "activeForm": "Reproducing"},
+        {"content": "Fix the parser", "status": "in_progress"},
+        {"content": "Add a regression test", "status": "pending"},
+        {"content": "Old idea", "status": "cancelled"},
+    ]}  # fmt: skip
+    assert plan(assistant("", [("TodoWrite", todos)])) == [
+        ("reproduce the bug", "completed"),
+        ("fix the parser", "pending"),
+        ("add a regression test", "pending"),
+        ("old idea", "completed"),
+    ]
+
+
+def test_update_plan_and_plain_list_todo_tools() -> None:
+    update = {
+        "explanation": "x",
+        "plan": [{"step": "Read code", "status": "done"}, {"step": "Patch", "status": "pending"}],
+    }
+    assert plan(assistant("", [("update_plan", update)])) == [("read code", "completed"), ("patch", "pending")]
+    assert plan(assistant("", [("write_todos", ["Draft reply", "Send it"])])) == [
+        ("draft reply", "pending"),
+        ("send it", "pending"),
+    ]
+
+
+def test_other_tools_and_broken_arguments_give_no_plan() -> None:
+    message = assistant("", [("bash", {"command": "echo '- [ ] not a plan'"})])
+    assert plan(message) == []
+    broken = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "todo_write", "arguments": "{not json"}},
+    ]}  # fmt: skip
+    assert plan(broken) == []
+
+
+def test_decisions_from_assistant_text() -> None:
+    text = "I looked around. I'll use the existing helper instead of a new one. Should I use the cache? The fix is to copy the array."
+    facts = extract(assistant(text), MessageContext(index=8)).facts
+    assert [(f.key, f.value) for f in facts if f.kind == DECISION] == [
+        ("i'll use the existing helper instead of a new one", "I'll use the existing helper instead of a new one."),
+        ("the fix is to copy the array", "The fix is to copy the array."),
+    ]
+
+
+def test_decisions_are_capped_per_message() -> None:
+    text = " ".join(f"Decision: option {n} is out." for n in range(10))
+    facts = extract(assistant(text), MessageContext(index=8)).facts
+    assert len([f for f in facts if f.kind == DECISION]) == 3
+
+
+@requires_traces
+def test_swe_decision_sentence() -> None:
+    messages = next(t for t in load_traces("swe-dev") if t["id"].endswith("django__django-12470"))["messages"]
+    facts = extract(messages[132], MessageContext(index=132)).facts
+    assert ("i think the fix is to not use get_order_dir for recursively processed items", DECISION) in [
+        (f.key, f.kind) for f in facts
+    ]
