@@ -1,0 +1,73 @@
+"""Ingest: what workset learns from one new message, once. Pure: the store write happens at the edge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .extract import extract
+from .extract.actions import tool_output_gist
+from .messages import is_tool_result, message_text, tool_calls
+from .records import Extraction, Message, MessageContext, ToolCall
+from .tokens import TokenCounter
+
+GIST_CHARS = 300  # stored gist; policies cut it shorter when rendering
+
+
+@dataclass(frozen=True)
+class Ingested:
+    tokens: int
+    extraction: Extraction
+    tool: str  # tool results: the tool that was called
+    gist: str  # tool results: one-line gist
+    outcome: str  # tool results: ok | error
+    evidence: str | None  # text stored under the message's ref
+
+
+def context_for(messages: Sequence[Message], index: int, ref: str, first_user: int | None) -> MessageContext:
+    """What an extractor may know of the messages before `index`: the call a tool result answers, and the
+    nearest assistant text (for answers to approval questions). Looks back only to the nearest assistant."""
+    message = messages[index]
+    assistant: Message | None = None
+    for back in range(index - 1, -1, -1):
+        if messages[back].get("role") == "assistant":
+            assistant = messages[back]
+            break
+        if not is_tool_result(messages[back]):
+            break
+    call: ToolCall | None = None
+    if assistant is not None and is_tool_result(message):
+        call_id = message.get("tool_call_id")
+        calls = tool_calls(assistant)
+        call = next((c for c in calls if c.id == call_id), None)
+        if call is None and message.get("role") == "function" and calls:
+            call = calls[-1]
+    return MessageContext(
+        index=index,
+        ref=ref,
+        call=call,
+        previous_assistant_text=message_text(assistant) if assistant is not None else "",
+        is_first_user=index == first_user,
+    )
+
+
+def ingest(messages: Sequence[Message], index: int, ref: str, first_user: int | None, counter: TokenCounter) -> Ingested:
+    message = messages[index]
+    context = context_for(messages, index, ref, first_user)
+    extraction = extract(message, context)
+    text = message_text(message)
+    tool = gist = outcome = ""
+    if is_tool_result(message):
+        tool = context.call.name if context.call else str(message.get("name") or "tool")
+        action = extraction.actions[0] if extraction.actions else None
+        outcome, gist = (action.outcome, action.gist) if action else tool_output_gist(text, GIST_CHARS)
+    evidence = _evidence_text(message, text)
+    return Ingested(counter.message(message), extraction, tool, gist, outcome, evidence)
+
+
+def _evidence_text(message: Message, text: str) -> str | None:
+    """What recall by ref returns: the text, with an assistant's tool calls spelled out."""
+    calls = tool_calls(message) if message.get("role") == "assistant" else []
+    if calls:
+        text = "\n".join([text, *(f"{call.name}({call.arguments})" for call in calls)]).strip()
+    return text or None

@@ -1,0 +1,252 @@
+"""Resolve which conversation a request continues, and ingest what is new in it.
+
+A request's messages form a path in the caller's conversation tree. The deepest node already known identifies the
+session and branch; the messages beyond it are new: they are hashed, counted, extracted and stored once. Recently
+seen paths stay in memory (Branch), so a request that extends one costs work for its new messages only; other
+paths are rebuilt from the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+from .hashing import chain, ref_of, root_hash, session_id_for
+from .ingest import ingest
+from .records import Action, Fact, Message
+from .state import TaskState
+from .store import NewMessage, NodeRow, Store
+from .tokens import TokenCounter
+from .workingset import BuiltPrefix, Conversation, Epoch, Pairing, first_user
+
+
+@dataclass
+class Branch:
+    """One conversation path as last seen, with everything ingest learnt along it."""
+
+    session_id: str
+    root: str
+    explicit: bool
+    messages: list[Message] = field(default_factory=list)
+    hashes: list[str] = field(default_factory=list)
+    refs: list[str] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    tool_names: list[str] = field(default_factory=list)
+    gists: list[str] = field(default_factory=list)
+    outcomes: list[str] = field(default_factory=list)
+    state: TaskState = field(default_factory=TaskState)
+    fact_nodes: dict[tuple[str, str], str] = field(default_factory=dict)  # node of the latest value per key on this path
+    epoch: Epoch | None = None
+    built: BuiltPrefix | None = None  # working set built so far under `epoch` (policy name in built_for)
+    built_for: str = ""
+    total_tokens: int = 0
+    tail_cache: tuple[object, Message, int] | None = None  # (key, live state message, its tokens)
+    pairing: Pairing = field(default_factory=Pairing)  # tool-call pairing of `messages`, fed incrementally
+
+    def conversation(self) -> Conversation:
+        return Conversation(self.messages, self.hashes, self.refs, self.tokens, self.tool_names, self.gists, self.outcomes)
+
+    def truncated(self, length: int) -> Branch:
+        """The first `length` messages of this path, sharing nothing mutable with it (state is rebuilt)."""
+        return Branch(
+            self.session_id, self.root, self.explicit, self.messages[:length], self.hashes[:length],
+            self.refs[:length], self.tokens[:length], self.tool_names[:length], self.gists[:length],
+            self.outcomes[:length], total_tokens=sum(self.tokens[:length]),
+        )
+
+
+@dataclass
+class Resolved:
+    branch: Branch
+    new_messages: int  # messages of this request not seen before on this path
+
+
+class BranchCache:
+    """Recently seen paths by root, least recently used evicted first."""
+
+    def __init__(self, max_branches: int) -> None:
+        self._branches: OrderedDict[int, Branch] = OrderedDict()
+        self._by_root: dict[str, list[int]] = {}
+        self._max = max_branches
+
+    def candidates(self, root: str) -> list[Branch]:
+        return [self._branches[key] for key in self._by_root.get(root, ())]
+
+    def put(self, branch: Branch, replacing: Branch | None = None) -> None:
+        if replacing is not None and id(replacing) != id(branch):
+            self.drop(replacing)
+        key = id(branch)
+        if key not in self._branches:
+            self._by_root.setdefault(branch.root, []).append(key)
+        self._branches[key] = branch
+        self._branches.move_to_end(key)
+        while len(self._branches) > self._max:
+            _, old = self._branches.popitem(last=False)
+            self._unlink(old)
+
+    def drop(self, branch: Branch) -> None:
+        if self._branches.pop(id(branch), None) is not None:
+            self._unlink(branch)
+
+    def clear(self) -> None:
+        self._branches.clear()
+        self._by_root.clear()
+
+    def _unlink(self, branch: Branch) -> None:
+        keys = self._by_root.get(branch.root, [])
+        if id(branch) in keys:
+            keys.remove(id(branch))
+        if not keys:
+            self._by_root.pop(branch.root, None)
+
+
+def common_prefix(left: Sequence[Message], right: Sequence[Message]) -> int:
+    """How many leading messages are equal (dict equality: a C-level comparison, no hashing)."""
+    count = min(len(left), len(right))
+    for index in range(count):
+        if left[index] is not right[index] and left[index] != right[index]:
+            return index
+    return count
+
+
+class Sessions:
+    """Resolution and ingestion against the store, with the in-memory branch cache in front of it."""
+
+    def __init__(self, store: Store, counter: TokenCounter, max_branches: int = 512) -> None:
+        self.store = store
+        self.counter = counter
+        self.cache = BranchCache(max_branches)
+        self._lock = threading.RLock()  # the in-process eval and the server may share one instance
+
+    def resolve(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str) -> Resolved:
+        with self._lock:
+            root = root_hash(caller, explicit_session)
+            branch, known = self._from_cache(root, messages)
+            if branch is None:
+                branch, known = self._from_store(root, caller, explicit_session, messages, model, policy)
+            try:
+                new = self._ingest(branch, messages, known, model, policy)
+            except Exception:
+                self.cache.drop(branch)  # memory may be half-updated; the store is the truth
+                raise
+            self.cache.put(branch)
+            return Resolved(branch, new)
+
+    def forget(self, branch: Branch) -> None:
+        with self._lock:
+            self.cache.drop(branch)
+
+    # --- finding the path -----------------------------------------------------------------------------------
+
+    def _from_cache(self, root: str, messages: list[Message]) -> tuple[Branch | None, int]:
+        best, best_length = None, 0
+        for candidate in self.cache.candidates(root):
+            length = common_prefix(candidate.messages, messages)
+            if length > best_length:
+                best, best_length = candidate, length
+        if best is None:
+            return None, 0
+        if best_length == len(best.messages):
+            return best, best_length  # the common case: the request extends (or repeats) a known path
+        # A fork or a retry from an earlier turn: the shared part is known, its state comes from the store.
+        fork = best.truncated(best_length)
+        self._load_path(fork)
+        return fork, best_length
+
+    def _from_store(self, root: str, caller: str, explicit_session: str | None, messages: list[Message],
+                    model: str, policy: str) -> tuple[Branch, int]:
+        hashes = chain(root, messages)
+        nodes = self.store.find_nodes(hashes)
+        deepest = max((i for i, digest in enumerate(hashes) if digest in nodes), default=-1)
+        if deepest >= 0:
+            session_id = nodes[hashes[deepest]].session_id
+        else:
+            session_id = session_id_for(root, hashes[0], explicit_session)
+            self.store.create_session(session_id, caller, explicit_session, model, policy)
+        branch = Branch(session_id, root, explicit_session is not None)
+        rows = [nodes[digest] for digest in hashes[: deepest + 1]]
+        self._adopt_rows(branch, messages[: deepest + 1], rows)
+        self._load_path(branch)
+        return branch, deepest + 1
+
+    def _adopt_rows(self, branch: Branch, messages: Sequence[Message], rows: Sequence[NodeRow]) -> None:
+        for message, row in zip(messages, rows):
+            branch.messages.append(message)
+            branch.hashes.append(row.hash)
+            branch.refs.append(row.ref)
+            branch.tokens.append(row.tokens)
+            branch.tool_names.append(row.tool or "")
+            branch.gists.append(row.gist or "")
+            branch.outcomes.append(row.outcome or "")
+            branch.total_tokens += row.tokens
+
+    def _load_path(self, branch: Branch) -> None:
+        """State, ledger ids and the latest compaction, folded from the store along this path only."""
+        facts, actions = self.store.path_records(branch.session_id, branch.hashes)
+        state = TaskState()
+        fact_nodes: dict[tuple[str, str], str] = {}
+        for node, fact in facts:
+            state.apply_fact(fact)
+            fact_nodes[(fact.kind, fact.key)] = node
+        state.actions.extend(action for _, action in actions)
+        branch.state, branch.fact_nodes = state, fact_nodes
+        checkpoint = self.store.latest_checkpoint_on_path(branch.session_id, branch.hashes)
+        branch.epoch = epoch_from_dict(checkpoint) if checkpoint else None
+        branch.built = None
+
+    # --- ingesting what is new ------------------------------------------------------------------------------
+
+    def _ingest(self, branch: Branch, messages: list[Message], known: int, model: str, policy: str) -> int:
+        if known == len(messages) and known == len(branch.messages):
+            branch.messages[:] = messages  # same content; keep the newest objects for identity checks
+            return 0
+        parent = branch.hashes[known - 1] if known else branch.root
+        new_hashes = chain(parent, messages[known:])
+        stored = self.store.find_nodes(new_hashes, fresh=False)
+        if stored:
+            # Known to the store but not to this cache (another branch evicted, or another worker): adopt them.
+            count = max(i for i, digest in enumerate(new_hashes) if digest in stored) + 1
+            self._adopt_rows(branch, messages[known:known + count], [stored[d] for d in new_hashes[:count]])
+            self._load_path(branch)
+            known += count
+            new_hashes = new_hashes[count:]
+        task = first_user(messages)
+        records: list[NewMessage] = []
+        facts: list[tuple[str, Fact, str | None]] = []
+        actions: list[tuple[str, Action]] = []
+        for offset, digest in enumerate(new_hashes):
+            index = known + offset
+            message = messages[index]
+            ref = ref_of(digest)
+            item = ingest(messages, index, ref, task, self.counter)
+            records.append(NewMessage(digest, branch.hashes[-1] if branch.hashes else None, index, message,
+                                      item.tokens, ref, item.tool, item.gist, item.outcome, item.evidence))
+            for fact in item.extraction.facts:
+                key = (fact.kind, fact.key)
+                facts.append((digest, fact, branch.fact_nodes.get(key)))
+                branch.fact_nodes[key] = digest
+            actions.extend((digest, action) for action in item.extraction.actions)
+            branch.state.apply(item.extraction)
+            branch.messages.append(message)
+            branch.hashes.append(digest)
+            branch.refs.append(ref)
+            branch.tokens.append(item.tokens)
+            branch.tool_names.append(item.tool)
+            branch.gists.append(item.gist)
+            branch.outcomes.append(item.outcome)
+            branch.total_tokens += item.tokens
+        self.store.record(branch.session_id, records, facts, actions, model, policy, len(messages))
+        return len(new_hashes)
+
+
+def epoch_to_dict(epoch: Epoch) -> dict[str, object]:
+    return asdict(epoch)
+
+
+def epoch_from_dict(data: dict[str, object]) -> Epoch:
+    values = dict(data)
+    values["kept"] = tuple(values.get("kept", ()))  # type: ignore[arg-type]
+    values["digest_lines"] = tuple(values.get("digest_lines", ()))  # type: ignore[arg-type]
+    return Epoch(**values)  # type: ignore[arg-type]

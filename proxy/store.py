@@ -1,0 +1,422 @@
+"""The sidecar store: one SQLite file (sqlite-utils, WAL). Nothing is deleted when it leaves the working set.
+
+Tables: sessions, messages (the conversation tree, one row per node), facts (the key-facts ledger), actions,
+evidence (full contents under a stable ref, FTS5-indexed), checkpoints (one per compaction).
+"""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import orjson
+import sqlite_utils
+
+from .logs import get_logger
+from .records import Action, Fact
+
+SCHEMA_VERSION = 1
+_IN_CHUNK = 500  # host parameters per IN (...) query
+
+
+def _migrate_to_1(db: sqlite_utils.Database) -> None:
+    db["sessions"].create(
+        {"id": str, "key_hash": str, "explicit_id": str, "created_at": float, "updated_at": float,
+         "model": str, "policy": str, "messages": int},
+        pk="id", not_null={"key_hash"}, if_not_exists=True,
+    )
+    db["sessions"].create_index(["key_hash", "explicit_id"], if_not_exists=True)
+    db["sessions"].create_index(["key_hash", "updated_at"], if_not_exists=True)
+    db["messages"].create(
+        {"hash": str, "session_id": str, "parent": str, "depth": int, "role": str, "body": str, "tokens": int,
+         "ref": str, "tool": str, "gist": str, "outcome": str, "created_at": float},
+        pk="hash", not_null={"session_id", "depth", "role", "body"}, if_not_exists=True,
+    )
+    db["messages"].create_index(["session_id", "depth"], if_not_exists=True)
+    db["messages"].create_index(["session_id", "ref"], if_not_exists=True)
+    db["facts"].create(
+        {"id": int, "session_id": str, "node": str, "turn": int, "kind": str, "key": str, "value": str,
+         "evidence_ref": str, "supersedes": str, "superseded": int},
+        pk="id", not_null={"session_id", "node", "kind", "key"}, defaults={"superseded": 0}, if_not_exists=True,
+    )
+    db["facts"].create_index(["session_id", "node"], if_not_exists=True)
+    db["facts"].create_index(["session_id", "kind", "key"], if_not_exists=True)
+    db["actions"].create(
+        {"id": int, "session_id": str, "node": str, "turn": int, "tool": str, "arguments": str, "outcome": str,
+         "gist": str, "call_id": str, "evidence_ref": str},
+        pk="id", not_null={"session_id", "node"}, if_not_exists=True,
+    )
+    db["actions"].create_index(["session_id", "node"], if_not_exists=True)
+    db["evidence"].create(
+        {"id": int, "session_id": str, "ref": str, "node": str, "role": str, "tool": str, "content": str,
+         "tokens": int},
+        pk="id", not_null={"session_id", "ref", "content"}, if_not_exists=True,
+    )
+    db["evidence"].create_index(["session_id", "ref"], unique=True, if_not_exists=True)
+    if not db["evidence_fts"].exists():
+        db["evidence"].enable_fts(["content", "tool"], create_triggers=True, tokenize="porter unicode61")
+    db["checkpoints"].create(
+        {"id": int, "session_id": str, "node": str, "depth": int, "created_at": float, "reason": str,
+         "tokens_before": int, "tokens_after": int, "epoch": str, "state": str},
+        pk="id", not_null={"session_id", "node", "epoch"}, if_not_exists=True,
+    )
+    db["checkpoints"].create_index(["session_id", "node"], if_not_exists=True)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1]
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """What the store knows of one message node, enough to rebuild a path without re-reading bodies."""
+
+    hash: str
+    session_id: str
+    depth: int
+    tokens: int
+    ref: str
+    tool: str
+    gist: str
+    outcome: str
+
+
+@dataclass
+class NewMessage:
+    hash: str
+    parent: str | None
+    depth: int
+    message: dict[str, Any]
+    tokens: int
+    ref: str
+    tool: str
+    gist: str
+    outcome: str
+    evidence: str | None  # content to index under ref, None for messages not worth recalling
+
+
+class Store:
+    """All reads and writes of the sidecar store. Writes of one request happen in one transaction."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Two connections: the writer thread owns one, readers share the other (WAL lets them run side by side).
+        self._write = _connect(path)
+        self.db = sqlite_utils.Database(self._write)
+        self._write.execute("PRAGMA journal_mode=WAL")
+        self.migrate()
+        self._read = _connect(path)
+        self._read_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        # Writes go through one background thread so requests never wait on SQLite. A crash can only lose
+        # writes that the client's next request carries again (agents resend the whole history).
+        self._writes: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._writer: threading.Thread | None = None
+        self.failed_writes = 0
+
+    # --- schema ---------------------------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema; run at start-up, before any other use."""
+        self.db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+        row = self._write.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(f"store {self.path} has schema {version}, newer than this workset ({SCHEMA_VERSION})")
+        for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
+            # Not in one transaction: sqlite-utils' FTS set-up runs scripts that commit on their own.
+            # Every step is idempotent (if_not_exists), so a migration cut short is simply run again.
+            migration(self.db)
+            self._write.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(number),))
+
+    def close(self) -> None:
+        self.flush()
+        if self._writer is not None:
+            self._writes.put(None)
+            self._writer.join(10)
+            self._writer = None
+        with self._read_lock:
+            self._read.close()
+        self._write.close()
+
+    def flush(self) -> None:
+        """Wait until every queued write is in the database."""
+        if self._writer is not None:
+            self._writes.join()
+
+    def _submit(self, write: Callable[[], None]) -> None:
+        if self._writer is None:
+            with self._start_lock:
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._write_loop, name="workset-store-writer", daemon=True)
+                    self._writer.start()
+        self._writes.put(write)
+
+    def _write_loop(self) -> None:
+        while True:
+            write = self._writes.get()
+            try:
+                if write is None:
+                    return
+                write()
+            except Exception:  # a failed write must not stop the writer; the next request re-sends the history
+                self.failed_writes += 1
+                get_logger().exception("store_write_failed", failed_writes=self.failed_writes)
+            finally:
+                self._writes.task_done()
+
+    def _transaction(self) -> Any:
+        return _Transaction(self._write)
+
+    # --- sessions -------------------------------------------------------------------------------------------
+
+    def session_by_explicit_id(self, key_hash: str, explicit_id: str) -> str | None:
+        self.flush()
+        with self._read_lock:
+            row = self._read.execute(
+                "SELECT id FROM sessions WHERE key_hash = ? AND explicit_id = ?", (key_hash, explicit_id)
+            ).fetchone()
+        return row[0] if row else None
+
+    def create_session(self, session_id: str, key_hash: str, explicit_id: str | None, model: str, policy: str) -> None:
+        now = time.time()
+
+        def write() -> None:
+            self._write.execute(
+                "INSERT OR IGNORE INTO sessions (id, key_hash, explicit_id, created_at, updated_at, model, policy, messages)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                (session_id, key_hash, explicit_id, now, now, model, policy),
+            )
+
+        self._submit(write)
+
+    def session(self, session_id: str, key_hash: str) -> dict[str, Any] | None:
+        self.flush()
+        with self._read_lock:
+            cursor = self._read.execute("SELECT * FROM sessions WHERE id = ? AND key_hash = ?", (session_id, key_hash))
+            row = cursor.fetchone()
+            return dict(zip([c[0] for c in cursor.description], row)) if row else None
+
+    def sessions(self, key_hash: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        self.flush()
+        query = "SELECT * FROM sessions" + (" WHERE key_hash = ?" if key_hash else "") + " ORDER BY updated_at DESC LIMIT ?"
+        params: tuple[Any, ...] = (key_hash, limit) if key_hash else (limit,)
+        with self._read_lock:
+            cursor = self._read.execute(query, params)
+            names = [c[0] for c in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    # --- the conversation tree ------------------------------------------------------------------------------
+
+    def find_nodes(self, hashes: Sequence[str], fresh: bool = True) -> dict[str, NodeRow]:
+        """The stored nodes among `hashes`; fresh=False skips waiting for this process's queued writes."""
+        if fresh:
+            self.flush()
+        found: dict[str, NodeRow] = {}
+        with self._read_lock:
+            for chunk in _chunks(hashes):
+                marks = ",".join("?" * len(chunk))
+                for row in self._read.execute(
+                    f"SELECT hash, session_id, depth, tokens, ref, tool, gist, outcome FROM messages WHERE hash IN ({marks})",
+                    chunk,
+                ):
+                    found[row[0]] = NodeRow(*row)
+        return found
+
+    def message_bodies(self, hashes: Sequence[str]) -> dict[str, dict[str, Any]]:
+        self.flush()
+        bodies: dict[str, dict[str, Any]] = {}
+        with self._read_lock:
+            for chunk in _chunks(hashes):
+                marks = ",".join("?" * len(chunk))
+                for digest, body in self._read.execute(f"SELECT hash, body FROM messages WHERE hash IN ({marks})", chunk):
+                    bodies[digest] = orjson.loads(body)
+        return bodies
+
+    def record(self, session_id: str, messages: Sequence[NewMessage], facts: Sequence[tuple[str, Fact, str | None]],
+               actions: Sequence[tuple[str, Action]], model: str, policy: str, depth: int) -> None:
+        """Queue one request's new nodes with their facts, actions and evidence, written in one transaction.
+
+        facts are (node, fact, node of the fact it supersedes on this path): both stay, the older is marked."""
+        self._submit(lambda: self._record(session_id, messages, facts, actions, model, policy, depth))
+
+    def _record(self, session_id: str, messages: Sequence[NewMessage], facts: Sequence[tuple[str, Fact, str | None]],
+                actions: Sequence[tuple[str, Action]], model: str, policy: str, depth: int) -> None:
+        now = time.time()
+        with self._transaction() as conn:
+            for item in messages:
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO messages (hash, session_id, parent, depth, role, body, tokens, ref, tool, gist, outcome, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (item.hash, session_id, item.parent, item.depth, str(item.message.get("role")),
+                     orjson.dumps(item.message).decode(), item.tokens, item.ref, item.tool, item.gist, item.outcome, now),
+                )
+                if cursor.rowcount and item.evidence:
+                    conn.execute(
+                        "INSERT OR IGNORE INTO evidence (session_id, ref, node, role, tool, content, tokens) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (session_id, item.ref, item.hash, str(item.message.get("role")), item.tool, item.evidence, item.tokens),
+                    )
+            conn.executemany(
+                "INSERT INTO facts (session_id, node, turn, kind, key, value, evidence_ref, supersedes, superseded)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                [(session_id, node, f.turn, f.kind, f.key, f.value, f.evidence_ref, older) for node, f, older in facts],
+            )
+            conn.executemany(
+                "UPDATE facts SET superseded = 1 WHERE session_id = ? AND node = ? AND kind = ? AND key = ?",
+                [(session_id, older, f.kind, f.key) for _, f, older in facts if older is not None],
+            )
+            conn.executemany(
+                "INSERT INTO actions (session_id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(session_id, node, a.turn, a.tool, a.arguments, a.outcome, a.gist, a.call_id, a.evidence_ref)
+                 for node, a in actions],
+            )
+            conn.execute(
+                "UPDATE sessions SET updated_at = ?, model = ?, policy = ?, messages = MAX(messages, ?) WHERE id = ?",
+                (now, model, policy, depth, session_id),
+            )
+
+    def path_records(self, session_id: str, hashes: Sequence[str]) -> tuple[list[tuple[str, Fact]], list[tuple[str, Action]]]:
+        """Facts and actions stored for the nodes of one path, with their nodes, in path order."""
+        self.flush()
+        order = {digest: index for index, digest in enumerate(hashes)}
+        facts: list[tuple[int, int, str, Fact]] = []
+        actions: list[tuple[int, int, str, Action]] = []
+        with self._read_lock:
+            for chunk in _chunks(hashes):
+                marks = ",".join("?" * len(chunk))
+                for row in self._read.execute(
+                    f"SELECT id, node, turn, kind, key, value, evidence_ref FROM facts WHERE session_id = ? AND node IN ({marks})",
+                    (session_id, *chunk),
+                ):
+                    facts.append((order[row[1]], row[0], row[1], Fact(row[3], row[4], row[5], row[2], row[6])))
+                for row in self._read.execute(
+                    f"SELECT id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref FROM actions"
+                    f" WHERE session_id = ? AND node IN ({marks})",
+                    (session_id, *chunk),
+                ):
+                    actions.append((order[row[1]], row[0], row[1], Action(row[2], row[3], row[4], row[5], row[6], row[7], row[8])))
+        facts.sort(key=lambda item: (item[0], item[1]))
+        actions.sort(key=lambda item: (item[0], item[1]))
+        return [(node, fact) for _, _, node, fact in facts], [(node, action) for _, _, node, action in actions]
+
+    # --- checkpoints ----------------------------------------------------------------------------------------
+
+    def add_checkpoint(self, session_id: str, node: str, depth: int, reason: str, tokens_before: int,
+                       tokens_after: int, epoch: dict[str, Any], state: dict[str, Any]) -> None:
+        created = time.time()
+        row = (session_id, node, depth, created, reason, tokens_before, tokens_after,
+               orjson.dumps(epoch).decode(), orjson.dumps(state).decode())
+
+        def write() -> None:
+            with self._transaction() as conn:
+                conn.execute(
+                    "INSERT INTO checkpoints (session_id, node, depth, created_at, reason, tokens_before, tokens_after, epoch, state)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+
+        self._submit(write)
+
+    def latest_checkpoint_on_path(self, session_id: str, hashes: Sequence[str]) -> dict[str, Any] | None:
+        """The deepest compaction whose tip lies on this path."""
+        self.flush()
+        best: tuple[int, int, str] | None = None
+        with self._read_lock:
+            for chunk in _chunks(hashes):
+                marks = ",".join("?" * len(chunk))
+                for row in self._read.execute(
+                    f"SELECT depth, id, epoch FROM checkpoints WHERE session_id = ? AND node IN ({marks})",
+                    (session_id, *chunk),
+                ):
+                    if best is None or (row[0], row[1]) > (best[0], best[1]):
+                        best = row
+        return orjson.loads(best[2]) if best else None
+
+    def checkpoints(self, session_id: str) -> list[dict[str, Any]]:
+        self.flush()
+        with self._read_lock:
+            cursor = self._read.execute(
+                "SELECT id, node, depth, created_at, reason, tokens_before, tokens_after, epoch, state FROM checkpoints"
+                " WHERE session_id = ? ORDER BY id",
+                (session_id,),
+            )
+            names = [c[0] for c in cursor.description]
+            rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+        for row in rows:
+            row["epoch"], row["state"] = orjson.loads(row["epoch"]), orjson.loads(row["state"])
+        return rows
+
+    # --- evidence -------------------------------------------------------------------------------------------
+
+    def evidence(self, session_id: str, ref: str) -> dict[str, Any] | None:
+        self.flush()
+        with self._read_lock:
+            cursor = self._read.execute(
+                "SELECT ref, node, role, tool, content, tokens FROM evidence WHERE session_id = ? AND ref = ?",
+                (session_id, ref),
+            )
+            row = cursor.fetchone()
+            return dict(zip([c[0] for c in cursor.description], row)) if row else None
+
+    def search_evidence(self, session_id: str, query: str, limit: int = 5) -> list[dict[str, Any]]:
+        """Best full-text matches (BM25) within one session."""
+        self.flush()
+        terms = " OR ".join(f'"{word}"' for word in query.replace('"', " ").split() if word)
+        if not terms:
+            return []
+        with self._read_lock:
+            cursor = self._read.execute(
+                "SELECT evidence.ref, evidence.tool, evidence.role, evidence.content, bm25(evidence_fts) AS rank"
+                " FROM evidence_fts JOIN evidence ON evidence.id = evidence_fts.rowid"
+                " WHERE evidence_fts MATCH ? AND evidence.session_id = ? ORDER BY rank LIMIT ?",
+                (terms, session_id, limit),
+            )
+            names = [c[0] for c in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    def facts(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM facts WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit))
+
+    def actions(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM actions WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit))
+
+    def _rows(self, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+        self.flush()
+        with self._read_lock:
+            cursor = self._read.execute(query, params)
+            names = [c[0] for c in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def _connect(path: str | Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA synchronous=NORMAL")  # with WAL: durable at checkpoints, no fsync per commit
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error (the connection runs in autocommit mode)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._conn.execute("BEGIN IMMEDIATE")
+        return self._conn
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        self._conn.execute("ROLLBACK" if kind else "COMMIT")
+
+
+def _chunks(items: Sequence[str]) -> Iterable[list[str]]:
+    items = list(items)
+    for start in range(0, len(items), _IN_CHUNK):
+        yield items[start:start + _IN_CHUNK]

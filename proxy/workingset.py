@@ -1,0 +1,452 @@
+"""The working set: a pure function of (messages, what ingest learnt of them, the session's epoch, policy).
+
+Layout of what is forwarded:
+    system messages and the task (verbatim)
+    · compacted message (task state frozen at the last compaction, digest of removed turns)
+    · the rest in order: older tool outputs as placeholders, newer messages verbatim
+    · live task state (when the policy puts it at the tail)
+
+An Epoch fixes how messages up to a point are shown until the next compaction, so between compactions the
+forwarded prefix is byte-identical and provider prompt caches keep hitting. plan_compaction() makes a new Epoch
+when the budget trigger fires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from .messages import PINNED_ROLES, is_tool_result, message_text
+from .policy import Policy
+from .records import Message
+from .tokens import MESSAGE_OVERHEAD, TokenCounter
+
+WORKSET_TAG = "[workset]"
+
+Excerpt = Callable[[str, int, int], tuple[str, str, int]]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One request's messages and what ingest knows of each; all sequences are aligned with `messages`."""
+
+    messages: Sequence[Message]
+    hashes: Sequence[str]
+    refs: Sequence[str]
+    tokens: Sequence[int]  # tokens of each message as the client sent it
+    tool_names: Sequence[str]  # for a tool result, the tool that was called; else ""
+    gists: Sequence[str]  # for a tool result, its one-line gist; else ""
+    outcomes: Sequence[str]  # for a tool result, "ok" or "error"; else ""
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """One compaction: how messages up to `tip` are shown until the next one. Indices are positions on the
+    path; the hashes pin them to the exact messages, so an epoch only applies to paths through them."""
+
+    tip: int
+    tip_hash: str
+    removed_through: int = -1  # units after the task up to here leave the working set...
+    removed_hash: str = ""
+    kept: tuple[int, ...] = ()  # ...except these (pinned when the compaction happened)
+    masked_through: int = -1  # tool outputs up to here become placeholders
+    masked_hash: str = ""
+    digest_lines: tuple[str, ...] = ()
+    folded_steps: int = 0  # digest lines folded into a count to respect digest.max_tokens
+    folded_failed: int = 0
+    head_state: str = ""  # task state as of this compaction (state.position head or both)
+    tokens_before: int = 0
+    tokens_after: int = 0
+    reason: str = "budget"
+
+    def applies_to(self, conversation: Conversation) -> bool:
+        hashes = conversation.hashes
+        for index, digest in ((self.tip, self.tip_hash), (self.removed_through, self.removed_hash),
+                              (self.masked_through, self.masked_hash)):
+            if index >= 0 and (index >= len(hashes) or hashes[index] != digest):
+                return False
+        return True
+
+    @property
+    def key(self) -> str:
+        """Identity of the epoch for caches of built prefixes."""
+        return f"{self.tip_hash}:{self.removed_through}:{self.masked_through}"
+
+
+@dataclass
+class WorkingSet:
+    messages: list[Message]
+    tokens: int
+    tail_state: bool = False
+
+
+@dataclass
+class BuiltPrefix:
+    """Working-set messages built so far for one path and epoch; extended with new messages only."""
+
+    epoch_key: str
+    upto: int = 0  # conversation messages consumed
+    messages: list[Message] = field(default_factory=list)
+    tokens: int = 0
+
+
+# --- structure --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Pairing:
+    """Tool-call pairing of a message sequence, fed incrementally (a request costs its new messages only).
+
+    Units are (start, end) inclusive: an assistant message with all its tool results, or any other single
+    message. Tool-call ids are matched within their unit only (some agents reuse ids across turns)."""
+
+    units: list[tuple[int, int]] = field(default_factory=list)
+    fed: int = 0
+    broken: bool = False  # an orphan result, or a new turn before every call got its result
+    _call_ids: frozenset[str] = frozenset()
+    _answered: set[str] = field(default_factory=set)
+    _expects_function: bool = False
+
+    def feed(self, messages: Sequence[Message]) -> Pairing:
+        for index in range(self.fed, len(messages)):
+            if not self.broken:
+                self._take(index, messages[index])
+        self.fed = len(messages)
+        return self
+
+    @property
+    def complete(self) -> bool:
+        """Every call answered and no orphan: safe to rewrite."""
+        return not self.broken and len(self._answered) >= len(self._call_ids) and not self._expects_function
+
+    def _take(self, index: int, message: Message) -> None:
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in self._call_ids:
+                self.broken = True
+                return
+            self._answered.add(call_id)
+            self.units[-1] = (self.units[-1][0], index)
+            return
+        if role == "function":
+            if not self._expects_function:
+                self.broken = True
+                return
+            self._expects_function = False
+            self.units[-1] = (self.units[-1][0], index)
+            return
+        if not self.complete:
+            self.broken = True  # the previous assistant's calls did not all get results
+            return
+        self._call_ids, self._answered, self._expects_function = frozenset(), set(), False
+        if role == "assistant":
+            self._call_ids = frozenset(str(call.get("id")) for call in message.get("tool_calls") or ()
+                                       if isinstance(call, dict))
+            self._expects_function = isinstance(message.get("function_call"), dict)
+        self.units.append((index, index))
+
+
+def segment(messages: Sequence[Message]) -> list[tuple[int, int]] | None:
+    """The units of a whole message list, or None when tool pairing is broken (such a history is not rewritten)."""
+    pairing = Pairing().feed(messages)
+    return pairing.units if pairing.complete else None
+
+
+def pinned_indices(messages: Sequence[Message]) -> set[int]:
+    """System and developer messages, the task (first user turn) and the latest user turn."""
+    pinned = {i for i, m in enumerate(messages) if m.get("role") in PINNED_ROLES}
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    if users:
+        pinned.update((users[0], users[-1]))
+    return pinned
+
+
+def first_user(messages: Sequence[Message]) -> int | None:
+    for index, message in enumerate(messages):
+        if message.get("role") == "user":
+            return index
+    return None
+
+
+# --- rendering of single messages -------------------------------------------------------------------------------
+
+
+def placeholder(conversation: Conversation, index: int, policy: Policy) -> Message:
+    """A tool output that left the working set: tool, one-line gist, ref."""
+    message = conversation.messages[index]
+    gist = _cut(conversation.gists[index], policy.tool_outputs.gist_chars)
+    tool = conversation.tool_names[index] or "tool"
+    text = f"{WORKSET_TAG} {tool} output elided: {gist} [ref:{conversation.refs[index]}]"
+    return _with_content(message, text)
+
+
+def excerpted(conversation: Conversation, index: int, policy: Policy, excerpt: Excerpt) -> Message:
+    """A recent tool output over tool_outputs.max_tokens: head and tail plus its ref."""
+    message = conversation.messages[index]
+    rules = policy.tool_outputs
+    head, tail, elided = excerpt(message_text(message), rules.head_tokens, rules.tail_tokens)
+    marker = f"\n…\n{WORKSET_TAG} {elided} tokens of this output elided; full output: [ref:{conversation.refs[index]}]\n…\n"
+    return _with_content(message, head + marker + tail)
+
+
+def compacted_message(epoch: Epoch) -> Message | None:
+    """The user-role message standing for everything the epoch removed; None when nothing needs saying."""
+    parts: list[str] = []
+    if epoch.head_state:
+        parts.append(epoch.head_state)
+    digest = digest_text(epoch)
+    if digest:
+        parts.append(digest)
+    if not parts:
+        return None
+    header = (f"{WORKSET_TAG} Earlier turns of this conversation were compacted by workset, the context proxy. "
+              "Nothing is lost: every [ref:ID] names stored content.")
+    return {"role": "user", "content": header + "\n\n" + "\n\n".join(parts)}
+
+
+def digest_text(epoch: Epoch) -> str:
+    if not epoch.digest_lines and not epoch.folded_steps:
+        return ""
+    lines = ["## Earlier steps (extractive digest)"]
+    if epoch.folded_steps:
+        lines.append(f"- ({epoch.folded_steps} earlier steps folded, {epoch.folded_failed} of them failed)")
+    lines.extend(epoch.digest_lines)
+    return "\n".join(lines)
+
+
+def state_message(text: str) -> Message:
+    """Live task state. User role, not system: litellm's Anthropic path hoists system messages into the cached
+    system prompt, where a changing state would break the cache."""
+    return {"role": "user", "content": f"{WORKSET_TAG} Current task state, kept by the proxy (not a new request).\n{text}"}
+
+
+def _with_content(message: Message, text: str) -> Message:
+    copy = dict(message)
+    copy["content"] = text
+    return copy
+
+
+def _cut(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# --- building ---------------------------------------------------------------------------------------------------
+
+
+def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch | None, policy: Policy,
+                  counter: TokenCounter, excerpt: Excerpt) -> BuiltPrefix:
+    """Append the shown form of messages[prefix.upto:] to the prefix (mutating it) and return it."""
+    messages = conversation.messages
+    start = prefix.upto
+    removed_through = epoch.removed_through if epoch else -1
+    masked_through = epoch.masked_through if epoch else -1
+    kept = set(epoch.kept) if epoch else set()
+    task = first_user(messages) if epoch is not None else None
+    limit = policy.tool_outputs.max_tokens
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if task is not None and task < index <= removed_through and index not in kept:
+            continue
+        tokens = conversation.tokens[index]
+        if is_tool_result(message):
+            if index <= masked_through:
+                message = placeholder(conversation, index, policy)
+                tokens = counter.message(message, generated=True)
+            elif tokens - MESSAGE_OVERHEAD > limit:
+                message = excerpted(conversation, index, policy, excerpt)
+                tokens = counter.message(message, generated=True)
+        prefix.messages.append(message)
+        prefix.tokens += tokens
+        if index == task and epoch is not None:
+            summary = compacted_message(epoch)
+            if summary is not None:
+                prefix.messages.append(summary)
+                prefix.tokens += counter.message(summary, generated=True)
+    prefix.upto = len(messages)
+    return prefix
+
+
+def with_tail_state(messages: list[Message], tail: Message | None) -> list[Message]:
+    """Place the live state last, or just before a trailing assistant message (a prefill), so it never sits
+    between tool calls and their results."""
+    if tail is None:
+        return messages
+    if messages and messages[-1].get("role") == "assistant" and not messages[-1].get("tool_calls"):
+        return messages[:-1] + [tail, messages[-1]]
+    return messages + [tail]
+
+
+# --- planning a compaction --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    limit: int  # max input tokens
+    trigger: int
+    target: int
+
+    @staticmethod
+    def of(policy: Policy, max_input_tokens: int) -> Budget:
+        rules = policy.budget
+        return Budget(max_input_tokens, int(max_input_tokens * rules.trigger_ratio), int(max_input_tokens * rules.target_ratio))
+
+
+def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], previous: Epoch | None,
+                    policy: Policy, budget: Budget, fixed_tokens: int, head_state: str, counter: TokenCounter,
+                    excerpt: Excerpt, reason: str = "budget", digest_limit: int | None = None) -> Epoch:
+    """A new epoch that brings the working set to the budget's target.
+
+    First every tool output older than the newest `recent_turns` units becomes a placeholder; then the oldest
+    whole units after the task leave, each replaced by a digest line. Only if that is not enough do the recent
+    units give way, oldest first (masked, then removed), never the newest unit or a pinned message.
+    `fixed_tokens` are the parts outside the messages (tool definitions, live state). The digest keeps its
+    newest lines within `digest_limit` tokens (default: the policy's digest quota of this budget)."""
+    messages = conversation.messages
+    count = len(messages)
+    task = first_user(messages)
+    pinned = pinned_indices(messages)
+    after_task = task if task is not None else -1
+    removed_through = max(previous.removed_through, after_task) if previous else after_task
+    kept = set(previous.kept) if previous else set()
+    lines = list(previous.digest_lines) if previous else []
+    folded_steps = previous.folded_steps if previous else 0
+    folded_failed = previous.folded_failed if previous else 0
+    recent = units[-policy.recent_turns:]
+    recent_start = recent[0][0] if recent else count
+    masked_through = max(previous.masked_through if previous else -1, recent_start - 1)
+
+    def shown(index: int) -> int:
+        if after_task < index <= removed_through and index not in kept:
+            return 0
+        return _shown_tokens(conversation, index, policy, counter, excerpt, masked=index <= masked_through)
+
+    header = compacted_message(Epoch(tip=0, tip_hash="", digest_lines=("-",)))
+    current = fixed_tokens + sum(shown(i) for i in range(count)) + counter.message(header or {}, generated=True)
+    current += counter.cached_text(head_state) + sum(counter.cached_text(line) + 1 for line in lines)
+
+    def remove(unit: tuple[int, int]) -> int:
+        nonlocal removed_through
+        freed = 0
+        for index in range(unit[0], unit[1] + 1):
+            if index in pinned:
+                kept.add(index)
+            else:
+                freed += shown(index)
+        removed_through = unit[1]
+        added = 0
+        for line in digest_lines(conversation, unit, policy):
+            lines.append(line)
+            added += counter.cached_text(line) + 1
+        return added - freed
+
+    def mask(unit: tuple[int, int]) -> int:
+        nonlocal masked_through
+        before = sum(shown(i) for i in range(unit[0], unit[1] + 1))
+        masked_through = max(masked_through, unit[1])
+        return sum(shown(i) for i in range(unit[0], unit[1] + 1)) - before
+
+    # Phase 1: the oldest whole units after the task leave until the target is reached.
+    for unit in units:
+        if current <= budget.target:
+            break
+        if removed_through < unit[0] and unit[1] < recent_start:
+            current += remove(unit)
+    # Phase 2: recent units give way, oldest first, the newest unit always kept.
+    for unit in recent[:-1]:
+        if current <= budget.target:
+            break
+        current += mask(unit)
+    for unit in recent[:-1]:
+        if current <= budget.target:
+            break
+        if removed_through < unit[0]:
+            current += remove(unit)
+    # Fold the oldest digest lines into a count when the digest passes its quota.
+    line_tokens = [counter.cached_text(line) + 1 for line in lines]
+    if digest_limit is None:
+        digest_limit = digest_quota(policy, budget.limit)
+    while lines and sum(line_tokens) > digest_limit:
+        line_tokens.pop(0)
+        folded_failed += " -> error:" in lines.pop(0)
+        folded_steps += 1
+    hashes = conversation.hashes
+    return Epoch(
+        tip=count - 1,
+        tip_hash=hashes[-1],
+        removed_through=removed_through,
+        removed_hash=hashes[removed_through] if removed_through >= 0 else "",
+        kept=tuple(sorted(i for i in kept if i <= removed_through)),
+        masked_through=masked_through,
+        masked_hash=hashes[masked_through] if masked_through >= 0 else "",
+        digest_lines=tuple(lines),
+        folded_steps=folded_steps,
+        folded_failed=folded_failed,
+        head_state=head_state,
+        reason=reason,
+    )
+
+
+def digest_quota(policy: Policy, budget_tokens: int) -> int:
+    return min(policy.digest.max_tokens, int(policy.digest.max_share * budget_tokens))
+
+
+def digest_lines(conversation: Conversation, unit: tuple[int, int], policy: Policy) -> list[str]:
+    """What a removed unit did, in one line per tool call (with outcome) or per message of text."""
+    rules = policy.digest
+    messages = conversation.messages
+    first = messages[unit[0]]
+    role = first.get("role")
+    lines: list[str] = []
+    text = message_text(first)
+    calls = first.get("tool_calls") or []
+    if role != "assistant" or not calls:
+        if text.strip():
+            lines.append(f"- turn {unit[0]} {role}: {_cut(text, rules.text_chars)} [ref:{conversation.refs[unit[0]]}]")
+        return lines
+    results = {messages[i].get("tool_call_id"): i for i in range(unit[0] + 1, unit[1] + 1)}
+    for call in calls:
+        function = call.get("function") or {}
+        arguments = _cut(str(function.get("arguments", "")), rules.arguments_chars)
+        result = results.get(call.get("id"))
+        if result is None:
+            lines.append(f"- turn {unit[0]} {function.get('name', 'tool')} {arguments}")
+            continue
+        outcome = conversation.outcomes[result] or "ok"
+        gist = _cut(conversation.gists[result], rules.gist_chars)
+        lines.append(f"- turn {unit[0]} {function.get('name', 'tool')} {arguments} -> {outcome}: {gist} [ref:{conversation.refs[result]}]")
+    return lines
+
+
+def _shown_tokens(conversation: Conversation, index: int, policy: Policy, counter: TokenCounter,
+                  excerpt: Excerpt, masked: bool) -> int:
+    message = conversation.messages[index]
+    tokens = conversation.tokens[index]
+    if not is_tool_result(message):
+        return tokens
+    if masked:
+        return counter.message(placeholder(conversation, index, policy), generated=True)
+    if tokens - MESSAGE_OVERHEAD > policy.tool_outputs.max_tokens:
+        return counter.message(excerpted(conversation, index, policy, excerpt), generated=True)
+    return tokens
+
+
+def build(conversation: Conversation, epoch: Epoch | None, policy: Policy, counter: TokenCounter,
+          excerpt: Excerpt, tail_state: str = "", tools_tokens: int = 0) -> WorkingSet:
+    """The whole working set in one go (the server extends a cached BuiltPrefix instead; both give the same)."""
+    prefix = extend_prefix(BuiltPrefix(epoch.key if epoch else ""), conversation, epoch, policy, counter, excerpt)
+    tail = state_message(tail_state) if tail_state else None
+    messages = with_tail_state(list(prefix.messages), tail)
+    tokens = prefix.tokens + tools_tokens + (counter.message(tail, generated=True) if tail else 0)
+    return WorkingSet(messages, tokens, tail is not None)
+
+
+__all__ = [
+    "Budget", "BuiltPrefix", "Conversation", "Epoch", "Pairing", "WorkingSet", "build", "compacted_message", "digest_lines",
+    "extend_prefix", "pinned_indices", "placeholder", "plan_compaction", "segment", "state_message",
+    "with_tail_state",
+]
