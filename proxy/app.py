@@ -1,0 +1,271 @@
+"""HTTP routes. A chat completion goes: read and check the body -> Engine.prepare (session, ingest, plan,
+build) -> Upstream.chat -> relay. If workset's own steps fail, the original request is forwarded (fail open)."""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route as HttpRoute
+
+from .config import Config
+from .engine import Engine, Prepared, UnknownPolicy
+from .errors import WorksetError, error_body
+from .hashing import key_hash
+from .logs import configure, get_logger
+from .policy import Policy
+from .store import Store
+from .tokens import TokenCounter
+from .upstream import Reply, Stream, Upstream, context_window, route
+from .validate import check_chat, check_model, parse_json_object
+
+SESSION_HEADER = "x-workset-session"
+POLICY_HEADER = "x-workset-policy"
+
+
+@dataclass
+class Workset:
+    """Everything a request needs, made once at start-up."""
+
+    config: Config
+    engine: Engine
+    upstream: Upstream
+    store: Store
+
+
+def create_app(config: Config, policies: dict[str, Policy], store_path: str | Path) -> Starlette:
+    configure(config.logging.level)
+    counter = TokenCounter(config.tokens.encoding)
+    store = Store(store_path)
+    engine = Engine(config, policies, store, counter, context_window)
+    upstream = Upstream(config.upstream)
+    workset = Workset(config, engine, upstream, store)
+    log = get_logger()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        log.info("started", store=str(store_path), policy=config.policy, models=[d.model_name for d in config.model_list])
+        try:
+            yield
+        finally:
+            await upstream.close()
+            store.close()
+
+    async def chat_completions(request: Request) -> Response:
+        return await _chat(workset, request)
+
+    async def embeddings(request: Request) -> Response:
+        return await _embeddings(workset, request)
+
+    async def models(request: Request) -> Response:
+        created = int(time.time())
+        data = [{"id": d.model_name, "object": "model", "created": created, "owned_by": "workset"}
+                for d in config.model_list]
+        return _json(200, {"object": "list", "data": data})
+
+    async def health(request: Request) -> Response:
+        return _json(200, {"status": "ok"})
+
+    routes = [
+        HttpRoute("/v1/chat/completions", chat_completions, methods=["POST"]),
+        HttpRoute("/chat/completions", chat_completions, methods=["POST"]),
+        HttpRoute("/v1/embeddings", embeddings, methods=["POST"]),
+        HttpRoute("/embeddings", embeddings, methods=["POST"]),
+        HttpRoute("/v1/models", models, methods=["GET"]),
+        HttpRoute("/models", models, methods=["GET"]),
+        HttpRoute("/healthz", health, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found, 405: _not_allowed})
+    app.state.workset = workset
+    return app
+
+
+# --- chat completions ---------------------------------------------------------------------------------------------
+
+
+async def _chat(workset: Workset, request: Request) -> Response:
+    started = time.perf_counter()
+    log = get_logger()
+    config = workset.config
+    fields: dict[str, Any] = {"route": "chat"}
+    try:
+        body = parse_json_object(await _read_body(request, config.server.max_body_bytes))
+        check_chat(body)
+        model = body["model"]
+        fields["model"] = model
+        caller_key = _caller_key(request)
+        target = _route_for(workset, model, caller_key)
+        explicit = request.headers.get(SESSION_HEADER) or (body.get("metadata") or {}).get("session_id")
+        policy_name = request.headers.get(POLICY_HEADER)
+        try:
+            workset.engine.policy_for(model, policy_name)
+        except UnknownPolicy as error:
+            raise WorksetError(400, str(error), "invalid_request_error", "unknown_policy") from error
+        prepared = _prepare(workset, body, key_hash(caller_key), explicit, policy_name, fields)
+        fields.update(session=prepared.session_id, policy=prepared.policy, tokens_original=prepared.tokens_original,
+                      tokens_sent=prepared.tokens_sent, compacted=prepared.compacted, new_messages=prepared.new_messages)
+        if prepared.note:
+            fields["note"] = prepared.note
+        if config.logging.content:
+            fields["messages"] = prepared.body["messages"]
+        outgoing = _strip_session_metadata(prepared.body)
+        fields["workset_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        headers = _workset_headers(prepared, explicit, fields["workset_ms"])
+        result = await workset.upstream.chat(target, outgoing, caller_key, _lower_headers(request))
+    except WorksetError as error:
+        fields.update(status=error.status, error=error.message)
+        _log_request(log, fields, started)
+        return _json(error.status, error.body())
+    if isinstance(result, Reply):
+        fields["status"] = result.status
+        _log_request(log, fields, started)
+        return Response(result.body, status_code=result.status, media_type=result.content_type, headers=headers)
+    return StreamingResponse(_logged_stream(result, log, fields, started), media_type="text/event-stream",
+                             headers={**headers, "cache-control": "no-cache"})
+
+
+def _prepare(workset: Workset, body: dict[str, Any], caller: str, explicit: str | None, policy_name: str | None,
+             fields: dict[str, Any]) -> Prepared:
+    """Engine.prepare, failing open: any error in workset's own steps forwards the request as sent."""
+    try:
+        return workset.engine.prepare(body, caller, explicit, policy_name)
+    except Exception as error:  # fail open by design: the agent must never pay for a workset bug
+        get_logger().error("workset_step_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True,
+                           model=body.get("model"))
+        fields["fail_open"] = True
+        try:
+            original = sum(workset.engine.counter.message(m) for m in body["messages"])
+        except Exception:
+            original = 0
+        return Prepared(body, None, policy_name or "", original, original, note="fail open")
+
+
+async def _logged_stream(stream: Stream, log: Any, fields: dict[str, Any], started: float) -> AsyncIterator[bytes]:
+    status = 200
+    try:
+        async for chunk in stream.chunks:
+            yield chunk
+    except BaseException:
+        status = 499  # the client went away mid-stream
+        raise
+    finally:
+        fields["status"] = status
+        fields["stream"] = True
+        _log_request(log, fields, started)
+
+
+def _route_for(workset: Workset, model: str, caller_key: str | None) -> Any:
+    config = workset.config
+    deployment = config.deployment_for(model)
+    if deployment is None:
+        raise WorksetError(404, f"model {model!r} matches no model_name in model_list", "invalid_request_error",
+                           "model_not_found", "model")
+    if deployment.holds_key and caller_key not in config.server.api_keys:
+        raise WorksetError(401, "this workset pays the provider: present one of its keys (server.api_keys) as the "
+                                "bearer token", "authentication_error", "invalid_api_key")
+    return route(deployment, model, config.upstream)
+
+
+def _workset_headers(prepared: Prepared, explicit: str | None, own_ms: float) -> dict[str, str]:
+    headers = {
+        "x-workset-tokens-original": str(prepared.tokens_original),
+        "x-workset-tokens-sent": str(prepared.tokens_sent),
+        "x-workset-policy": prepared.policy,
+        "x-workset-ms": f"{own_ms:.3f}",  # time in workset's own steps, before the provider is called
+    }
+    session = explicit or prepared.session_id
+    if session:
+        headers[SESSION_HEADER] = session
+    if prepared.compacted:
+        headers["x-workset-compacted"] = "1"
+    return headers
+
+
+def _strip_session_metadata(body: dict[str, Any]) -> dict[str, Any]:
+    """metadata.session_id is workset's; providers that do not store completions reject unknown metadata."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, dict) or "session_id" not in metadata:
+        return body
+    rest = {k: v for k, v in metadata.items() if k != "session_id"}
+    out = {k: v for k, v in body.items() if k != "metadata"}
+    if rest:
+        out["metadata"] = rest
+    return out
+
+
+# --- embeddings ---------------------------------------------------------------------------------------------------
+
+
+async def _embeddings(workset: Workset, request: Request) -> Response:
+    started = time.perf_counter()
+    log = get_logger()
+    fields: dict[str, Any] = {"route": "embeddings"}
+    try:
+        body = parse_json_object(await _read_body(request, workset.config.server.max_body_bytes))
+        model = check_model(body)
+        fields["model"] = model
+        caller_key = _caller_key(request)
+        target = _route_for(workset, model, caller_key)
+        reply = await workset.upstream.embeddings(target, body, caller_key, _lower_headers(request))
+    except WorksetError as error:
+        fields.update(status=error.status, error=error.message)
+        _log_request(log, fields, started)
+        return _json(error.status, error.body())
+    fields["status"] = reply.status
+    _log_request(log, fields, started)
+    return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+
+
+# --- helpers ------------------------------------------------------------------------------------------------------
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise WorksetError(413, f"request body of {declared} bytes exceeds server.max_body_bytes ({limit})",
+                           "invalid_request_error", "request_too_large")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise WorksetError(413, f"request body exceeds server.max_body_bytes ({limit})", "invalid_request_error",
+                               "request_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _caller_key(request: Request) -> str | None:
+    authorization = request.headers.get("authorization", "")
+    if authorization[:7].lower() == "bearer ":
+        return authorization[7:].strip() or None
+    return request.headers.get("api-key") or request.headers.get("x-api-key") or None
+
+
+def _lower_headers(request: Request) -> dict[str, str]:
+    return {key.lower(): value for key, value in request.headers.items()}
+
+
+def _json(status: int, payload: dict[str, Any]) -> Response:
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+
+
+def _log_request(log: Any, fields: dict[str, Any], started: float) -> None:
+    fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    log.info("request", **fields)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return _json(404, error_body(f"no route {request.method} {request.url.path}", "invalid_request_error", "not_found"))
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return _json(405, error_body(f"method {request.method} not allowed on {request.url.path}",
+                                 "invalid_request_error", "method_not_allowed"))

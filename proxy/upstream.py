@@ -1,0 +1,288 @@
+"""Calls to the provider.
+
+OpenAI-compatible deployments (litellm provider `openai`, or a bare model name with an api_base) are sent as a
+plain HTTP request on a pooled httpx client: the body reaches the provider with every parameter as the client
+wrote it, and stream chunks are relayed as they arrive. This keeps litellm's per-call work (about 5 ms here) off
+the hot path. Every other deployment (anthropic/..., gemini/..., or any with `upstream.openai_fast_path: false`)
+goes through litellm.acompletion / aembedding, which translates to the provider's own API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import httpx
+import orjson
+
+from .config import Deployment, UpstreamSettings
+from .errors import WorksetError, error_body
+from .tokens import litellm_tokenizers_dir
+
+OPENAI_COMPATIBLE = frozenset({"openai", "custom_openai", "openai_like"})
+DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
+FORWARDED_HEADERS = ("openai-organization", "openai-project", "openai-beta")
+# litellm_params that say where and how to connect; the others are defaults for the request body.
+CONNECTION_PARAMS = frozenset({
+    "model", "api_base", "base_url", "api_key", "custom_llm_provider", "extra_headers", "timeout",
+    "stream_timeout", "max_retries", "organization", "api_version", "rpm", "tpm", "num_retries",
+})
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one request goes."""
+
+    deployment: Deployment
+    model: str  # the model name the provider receives (litellm form, e.g. anthropic/claude-...)
+    provider: str  # litellm provider prefix, "" when none
+    fast: bool
+
+    @property
+    def wire_model(self) -> str:
+        """The model name in an OpenAI-compatible body: without litellm's provider prefix."""
+        return self.model.split("/", 1)[1] if self.provider in OPENAI_COMPATIBLE and "/" in self.model else self.model
+
+
+def route(deployment: Deployment, model: str, settings: UpstreamSettings) -> Route:
+    target = deployment.upstream_model(model)
+    params = deployment.litellm_params
+    provider = str(params.get("custom_llm_provider") or (target.split("/", 1)[0] if "/" in target else ""))
+    openai_like = provider in OPENAI_COMPATIBLE or (not provider and bool(params.get("api_base")))
+    return Route(deployment, target, provider, settings.openai_fast_path and openai_like)
+
+
+@dataclass
+class Reply:
+    """A whole (non-streamed) provider answer, or a provider error, to relay as is."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+@dataclass
+class Stream:
+    """A streamed answer: headers are in (status 200), chunks still to come."""
+
+    chunks: AsyncIterator[bytes]
+
+
+class Upstream:
+    def __init__(self, settings: UpstreamSettings) -> None:
+        self.settings = settings
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            s = self.settings
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(s.timeout_s, connect=s.connect_timeout_s),
+                limits=httpx.Limits(max_connections=s.max_connections, max_keepalive_connections=s.max_connections),
+                http2=False,
+            )
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    # --- chat completions -----------------------------------------------------------------------------------
+
+    async def chat(self, target: Route, body: dict[str, Any], caller_key: str | None,
+                   client_headers: dict[str, str]) -> Reply | Stream:
+        if target.fast:
+            return await self._http(target, "/chat/completions", body, caller_key, client_headers,
+                                    stream=bool(body.get("stream")))
+        return await self._litellm_chat(target, body, caller_key)
+
+    async def embeddings(self, target: Route, body: dict[str, Any], caller_key: str | None,
+                         client_headers: dict[str, str]) -> Reply:
+        if target.fast:
+            reply = await self._http(target, "/embeddings", body, caller_key, client_headers, stream=False)
+            assert isinstance(reply, Reply)
+            return reply
+        litellm = await load_litellm()
+        kwargs = self._litellm_kwargs(target, body, caller_key)
+        try:
+            response = await litellm.aembedding(**kwargs)
+        except Exception as error:
+            raise litellm_error(error) from error
+        return Reply(200, orjson.dumps(response.model_dump()))
+
+    # --- plain HTTP to OpenAI-compatible APIs ---------------------------------------------------------------
+
+    async def _http(self, target: Route, path: str, body: dict[str, Any], caller_key: str | None,
+                    client_headers: dict[str, str], stream: bool) -> Reply | Stream:
+        params = target.deployment.litellm_params
+        base = str(params.get("api_base") or params.get("base_url") or DEFAULT_OPENAI_BASE).rstrip("/")
+        payload = {key: value for key, value in params.items() if key not in CONNECTION_PARAMS and key not in body}
+        payload.update(body)
+        payload["model"] = target.wire_model
+        headers = {"content-type": "application/json", "accept": "text/event-stream" if stream else "application/json"}
+        key = params.get("api_key") or caller_key
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        if params.get("organization"):
+            headers["openai-organization"] = str(params["organization"])
+        for name in FORWARDED_HEADERS:
+            if name in client_headers and name not in headers:
+                headers[name] = client_headers[name]
+        headers.update({str(k).lower(): str(v) for k, v in (params.get("extra_headers") or {}).items()})
+        request = self.client.build_request("POST", base + path, content=orjson.dumps(payload), headers=headers)
+        try:
+            response = await self.client.send(request, stream=True)
+        except httpx.TimeoutException as error:
+            raise _timeout_or_unreachable(error, base) from error
+        except httpx.HTTPError as error:
+            raise WorksetError(502, f"upstream {base} unreachable: {error.__class__.__name__}: {error}",
+                               "upstream_unreachable", "upstream_error") from error
+        if not stream or response.status_code >= 400:
+            try:
+                content = await asyncio.wait_for(response.aread(), self.settings.timeout_s)
+            except (asyncio.TimeoutError, httpx.TimeoutException) as error:
+                raise WorksetError(504, f"upstream {base} timed out after {self.settings.timeout_s:g}s",
+                                   "upstream_timeout", "timeout") from error
+            except httpx.HTTPError as error:
+                raise WorksetError(502, f"upstream {base} broke off its answer: {error}", "upstream_error",
+                                   "upstream_error") from error
+            finally:
+                await response.aclose()
+            if response.status_code >= 400:
+                return Reply(response.status_code, _as_openai_error(content, response.status_code))
+            return Reply(response.status_code, content, response.headers.get("content-type", "application/json"))
+        return Stream(_relay(response, base))
+
+    # --- litellm for every other provider -------------------------------------------------------------------
+
+    def _litellm_kwargs(self, target: Route, body: dict[str, Any], caller_key: str | None) -> dict[str, Any]:
+        params = dict(target.deployment.litellm_params)
+        kwargs = {key: value for key, value in params.items() if key not in ("model",)}
+        kwargs.update(body)
+        kwargs["model"] = target.model
+        if not params.get("api_key") and caller_key:
+            kwargs["api_key"] = caller_key
+        kwargs.setdefault("timeout", self.settings.timeout_s)
+        kwargs.setdefault("num_retries", 0)
+        kwargs.setdefault("max_retries", 0)
+        return kwargs
+
+    async def _litellm_chat(self, target: Route, body: dict[str, Any], caller_key: str | None) -> Reply | Stream:
+        litellm = await load_litellm()
+        kwargs = self._litellm_kwargs(target, body, caller_key)
+        try:
+            response = await litellm.acompletion(**kwargs)
+        except Exception as error:
+            raise litellm_error(error) from error
+        if not body.get("stream"):
+            return Reply(200, orjson.dumps(response.model_dump(exclude_none=True)))
+        return Stream(_litellm_chunks(response, target.model))
+
+
+async def _relay(response: httpx.Response, base: str) -> AsyncIterator[bytes]:
+    """Provider bytes as they arrive. A cut or stalled stream ends with an OpenAI-style error event, on an event
+    boundary, so SDK clients raise instead of waiting or silently truncating."""
+    tail = b"\n\n"
+    try:
+        async for chunk in response.aiter_raw():
+            if chunk:
+                tail = chunk[-2:]
+                yield chunk
+    except httpx.TimeoutException:
+        yield _error_event(tail, f"upstream {base} stalled mid-stream", "upstream_timeout", "timeout")
+    except httpx.HTTPError as error:
+        yield _error_event(tail, f"upstream {base} cut the stream: {error.__class__.__name__}", "upstream_error",
+                           "stream_cut")
+    finally:
+        await response.aclose()
+
+
+async def _litellm_chunks(response: Any, model: str) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response:
+            yield b"data: " + orjson.dumps(chunk.model_dump(exclude_none=True)) + b"\n\n"
+        yield b"data: [DONE]\n\n"
+    except Exception as error:  # litellm raises its own mapped exceptions mid-stream
+        mapped = litellm_error(error)
+        yield _error_event(b"\n\n", mapped.message, mapped.type, mapped.code)
+
+
+def _error_event(tail: bytes, message: str, kind: str, code: str) -> bytes:
+    separator = b"" if tail.endswith(b"\n\n") else b"\n\n"
+    return separator + b"data: " + orjson.dumps(error_body(message, kind, code)) + b"\n\n"
+
+
+def _as_openai_error(content: bytes, status: int) -> bytes:
+    """Provider errors pass through when already OpenAI-shaped; anything else is wrapped, text kept."""
+    try:
+        parsed = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+        return content
+    text = content.decode("utf-8", "replace").strip()[:2000] or f"upstream answered HTTP {status}"
+    return orjson.dumps(error_body(text, "upstream_error", str(status)))
+
+
+def _timeout_or_unreachable(error: httpx.TimeoutException, base: str) -> WorksetError:
+    if isinstance(error, httpx.ConnectTimeout) or isinstance(error, httpx.PoolTimeout):
+        return WorksetError(502, f"upstream {base} unreachable: connection timed out", "upstream_unreachable",
+                            "upstream_error")
+    return WorksetError(504, f"upstream {base} timed out", "upstream_timeout", "timeout")
+
+
+def litellm_error(error: Exception) -> WorksetError:
+    """litellm's exceptions carry the provider's status; timeouts and connection failures become 504 and 502."""
+    name = error.__class__.__name__
+    message = str(getattr(error, "message", "") or error)
+    if name == "Timeout" or isinstance(error, (asyncio.TimeoutError, httpx.TimeoutException)):
+        return WorksetError(504, f"upstream timed out: {message}", "upstream_timeout", "timeout")
+    if name == "APIConnectionError":
+        return WorksetError(502, f"upstream unreachable: {message}", "upstream_unreachable", "upstream_error")
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 600:
+        kind = "invalid_request_error" if status == 400 else "upstream_error"
+        return WorksetError(status, message, kind, str(getattr(error, "code", None) or status))
+    return WorksetError(502, f"upstream call failed: {name}: {message}", "upstream_error", "upstream_error")
+
+
+_litellm_module: Any = None
+
+
+async def load_litellm() -> Any:
+    """litellm takes seconds to import: done once, off the event loop."""
+    global _litellm_module
+    if _litellm_module is None:
+        _litellm_module = await asyncio.to_thread(importlib.import_module, "litellm")
+        _litellm_module.suppress_debug_info = True
+    return _litellm_module
+
+
+# --- model info ---------------------------------------------------------------------------------------------------
+
+_model_info: dict[str, Any] | None = None
+
+
+def context_window(model: str) -> int | None:
+    """max_input_tokens from litellm's model info (its bundled price and context-window map), without importing
+    litellm: tries the name as given, then without its provider prefix."""
+    global _model_info
+    if _model_info is None:
+        folder = litellm_tokenizers_dir()
+        path = folder.parent.parent / "model_prices_and_context_window_backup.json" if folder else None
+        _model_info = orjson.loads(Path(path).read_bytes()) if path and path.is_file() else {}
+    names = [model]
+    if "/" in model:
+        names.append(model.split("/", 1)[1])
+    for name in names:
+        info = _model_info.get(name)
+        if isinstance(info, dict):
+            tokens = info.get("max_input_tokens") or info.get("max_tokens")
+            if isinstance(tokens, int) and tokens > 0:
+                return tokens
+    return None
