@@ -1,0 +1,95 @@
+"""The working-set invariants of DESIGN.md as one checker, used by the hypothesis tests and the trace replays.
+
+Expected constraints and pending items are computed here independently of the proxy's branch cache: every
+message of the request path is ingested from scratch and folded into a TaskState.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.hashing import chain, ref_of
+from proxy.ingest import ingest
+from proxy.messages import message_text
+from proxy.state import TaskState
+from proxy.tokens import TokenCounter
+from proxy.workingset import WORKSET_TAG, Pairing, first_user
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+@dataclass
+class PathState:
+    """Incremental expected state of one conversation path (append-only, as an agent sends it)."""
+
+    counter: TokenCounter
+    seen: int = 0
+    state: TaskState = field(default_factory=TaskState)
+
+    def update(self, messages: list[dict[str, Any]]) -> TaskState:
+        hashes = chain("expected", messages[self.seen:])
+        task = first_user(messages)
+        for offset, digest in enumerate(hashes):
+            index = self.seen + offset
+            self.state.apply(ingest(messages, index, ref_of(digest), task, self.counter).extraction)
+        self.seen = len(messages)
+        return self.state
+
+
+def shown_text(message: dict[str, Any]) -> str:
+    """The message's text and its tool-call arguments: everything a model reads in it."""
+    calls = message.get("tool_calls") or []
+    return " ".join([message_text(message), *(str((c.get("function") or {}).get("arguments", "")) for c in calls)])
+
+
+def forwarded_tokens(messages: list[dict[str, Any]], tools: Any, counter: TokenCounter) -> int:
+    return sum(counter.message(m) for m in messages) + counter.tools(tools)
+
+
+def pinned_tokens(sent: list[dict[str, Any]], request: list[dict[str, Any]], tools: Any, counter: TokenCounter) -> int:
+    """Tokens of what may never be dropped: system messages, the task, the latest user turn, the newest unit as
+    shown, workset's own state messages (without the digest), and the tool definitions."""
+    users = [m for m in request if m.get("role") == "user"]
+    keep = [m for m in request if m.get("role") in ("system", "developer")]
+    keep += users[:1] + users[-1:]
+    units = Pairing().feed(sent).units
+    if units:
+        keep += sent[units[-1][0]: units[-1][1] + 1]
+    for message in sent:
+        text = message_text(message)
+        if message.get("role") == "user" and text.startswith(WORKSET_TAG):
+            keep.append({"role": "user", "content": text.split("## Earlier steps")[0]})
+    return sum(counter.message(m) for m in keep) + counter.tools(tools)
+
+
+def violations(sent: list[dict[str, Any]], request: list[dict[str, Any]], state: TaskState, budget: int,
+               tools: Any, counter: TokenCounter) -> list[str]:
+    """Every invariant the forwarded messages break, in words (empty: all hold)."""
+    problems: list[str] = []
+    request_pairing = Pairing().feed(request)
+    if not request_pairing.complete:
+        if sent != request:
+            problems.append("a history with broken tool pairing was rewritten instead of forwarded as sent")
+        return problems
+    if not Pairing().feed(sent).complete:
+        problems.append("tool calls and results are not paired in what was forwarded")
+    tokens = forwarded_tokens(sent, tools, counter)
+    if tokens > budget and pinned_tokens(sent, request, tools, counter) <= budget:
+        problems.append(f"over budget: {tokens} > {budget} although the pinned parts fit")
+    for message in request:
+        if message.get("role") in ("system", "developer") and message not in sent:
+            problems.append("a system message was not forwarded verbatim")
+    users = [m for m in request if m.get("role") == "user"]
+    if users and (users[0] not in sent or users[-1] not in sent):
+        problems.append("the task or the latest user turn was not forwarded verbatim")
+    text = flat(" ".join(shown_text(m) for m in sent))
+    for fact in state.constraints:
+        if flat(fact.value) not in text:
+            problems.append(f"constraint missing: {fact.value[:80]!r}")
+    for fact in state.pending:
+        if flat(fact.key) not in text:
+            problems.append(f"pending item missing: {fact.key[:80]!r}")
+    return problems

@@ -1,0 +1,121 @@
+"""Hypothesis: the working-set invariants hold for every turn of generated agent conversations."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from properties import PathState, violations
+
+from proxy.config import Config
+from proxy.engine import Engine
+from proxy.policy import BudgetRules, Policy, StateRules, ToolOutputRules
+from proxy.store import Store
+from proxy.tokens import TokenCounter
+
+COUNTER = TokenCounter()
+
+WORDS = ["alpha", "parser.py", "PO-2231", "$250", "mia_li_3668", "error", "retry", "config", "token", "42 ms",
+         "tests/test_x.py", "2024-05-20", "build", "flight", "HAT136", "refund", "cache"]
+CONSTRAINTS = ["You must keep the API stable.", "Never delete user data.", "Do not book basic economy.",
+               "Only use the certificate first.", "不要修改测试文件。", "Always run the tests before committing."]
+
+
+@st.composite
+def conversations(draw: Any) -> tuple[list[dict[str, Any]], list[int]]:
+    """An agent run and the indexes where the agent calls the model (after each tool result or user turn)."""
+    words = st.lists(st.sampled_from(WORDS), min_size=1, max_size=40).map(" ".join)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."},
+                                      {"role": "user", "content": draw(words) + " " + draw(st.sampled_from(CONSTRAINTS))}]
+    calls_at: list[int] = [len(messages)]
+    reuse_ids = draw(st.booleans())
+    for turn in range(draw(st.integers(1, 28))):
+        kind = draw(st.sampled_from(["tools", "tools", "tools", "user", "plan"]))
+        if kind == "user":
+            messages.append({"role": "assistant", "content": draw(words)})
+            extra = draw(st.sampled_from(CONSTRAINTS)) if draw(st.booleans()) else ""
+            messages.append({"role": "user", "content": f"{draw(words)} {extra}".strip()})
+        elif kind == "plan":
+            items = draw(st.lists(st.sampled_from(["write the fix", "run the tests", "update docs"]), min_size=1,
+                                  max_size=3, unique=True))
+            checklist = "\n".join(f"- [{'x' if draw(st.booleans()) else ' '}] {item}" for item in items)
+            messages.append({"role": "assistant", "content": "Plan:\n" + checklist})
+            messages.append({"role": "user", "content": "ok"})
+        else:
+            count = draw(st.integers(1, 3))
+            ids = [("call_0" if reuse_ids and count == 1 else f"call_{turn}_{n}") for n in range(count)]
+            messages.append({"role": "assistant", "content": draw(words), "tool_calls": [
+                {"id": ids[n], "type": "function",
+                 "function": {"name": "bash", "arguments": json.dumps({"command": draw(words)})}} for n in range(count)]})
+            for n in range(count):
+                size = draw(st.sampled_from([1, 5, 30, 200, 1500]))
+                messages.append({"role": "tool", "tool_call_id": ids[n],
+                                 "content": f"<returncode>{draw(st.sampled_from([0, 0, 1]))}</returncode>\n"
+                                            + " ".join(draw(st.sampled_from(WORDS)) for _ in range(size))})
+        calls_at.append(len(messages))
+    return messages, calls_at
+
+
+policies = st.builds(
+    lambda budget, recent, position, trigger: replace(
+        Policy(name="prop"), recent_turns=recent,
+        budget=BudgetRules(max_input_tokens=budget, trigger_ratio=trigger, target_ratio=trigger * 0.6),
+        tool_outputs=ToolOutputRules(max_tokens=400, head_tokens=100, tail_tokens=60),
+        state=replace(StateRules(), position=position)),
+    st.integers(1200, 6000), st.integers(1, 6), st.sampled_from(["head", "tail", "both"]), st.floats(0.6, 0.95),
+)
+
+
+def replay(policy: Policy, messages: list[dict[str, Any]], calls_at: list[int], folder: Path) -> list[bytes]:
+    engine = Engine(Config(), {policy.name: policy}, Store(folder / "store.db"), COUNTER)
+    sent = []
+    expected = PathState(COUNTER)
+    try:
+        for end in calls_at:
+            request = orjson.loads(orjson.dumps(messages[:end]))  # a fresh copy, as a client sends it
+            prepared = engine.prepare({"model": "m", "messages": request}, "caller", policy_name=policy.name)
+            state = expected.update(request)
+            problems = violations(prepared.body["messages"], request, state, policy.budget.max_input_tokens, None, COUNTER)
+            assert not problems, (end, problems)
+            sent.append(orjson.dumps(prepared.body["messages"]))
+    finally:
+        engine.store.close()
+    return sent
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversation=conversations(), policy=policies)
+def test_invariants_hold_on_every_turn_and_output_is_deterministic(conversation, policy, tmp_path_factory) -> None:
+    messages, calls_at = conversation
+    first = replay(policy, messages, calls_at, tmp_path_factory.mktemp("a"))
+    again = replay(policy, messages, calls_at, tmp_path_factory.mktemp("b"))
+    assert first == again  # same input and same store state: byte-identical output
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversation=conversations(), policy=policies)
+def test_prefix_is_byte_identical_between_compactions(conversation, policy, tmp_path_factory) -> None:
+    messages, calls_at = conversation
+    engine = Engine(Config(), {policy.name: policy}, Store(tmp_path_factory.mktemp("c") / "store.db"), COUNTER)
+    previous: list[dict[str, Any]] | None = None
+    try:
+        for end in calls_at:
+            prepared = engine.prepare({"model": "m", "messages": orjson.loads(orjson.dumps(messages[:end]))}, "caller",
+                                      policy_name=policy.name)
+            sent = prepared.body["messages"]
+            live_tail = policy.state.position != "head"
+            if previous is not None and not prepared.compacted:
+                kept = previous[:-1] if live_tail and previous and _is_state(previous[-1]) else previous
+                assert sent[: len(kept)] == kept
+            previous = sent
+    finally:
+        engine.store.close()
+
+
+def _is_state(message: dict[str, Any]) -> bool:
+    return message.get("role") == "user" and str(message.get("content", "")).startswith("[workset] Current task state")

@@ -1,0 +1,185 @@
+"""The pure working-set functions on small hand-made conversations."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from proxy.hashing import chain, ref_of
+from proxy.policy import BudgetRules, Policy, ToolOutputRules
+from proxy.tokens import Excerpter, TokenCounter
+from proxy.workingset import (
+    WORKSET_TAG,
+    Budget,
+    Conversation,
+    build,
+    pinned_indices,
+    plan_compaction,
+    segment,
+    with_tail_state,
+)
+
+COUNTER = TokenCounter()
+EXCERPT = Excerpter(COUNTER)
+
+
+def conversation(messages: list[dict]) -> Conversation:
+    hashes = chain("root", messages)
+    tools = [("bash" if m["role"] == "tool" else "") for m in messages]
+    gists = [(f"exit 0: line of {i}" if m["role"] == "tool" else "") for i, m in enumerate(messages)]
+    outcomes = [("ok" if m["role"] == "tool" else "") for m in messages]
+    return Conversation(messages, hashes, [ref_of(h) for h in hashes], [COUNTER.message(m) for m in messages],
+                        tools, gists, outcomes)
+
+
+def agent_run(steps: int, output_words: int = 60) -> list[dict]:
+    messages = [{"role": "system", "content": "You are a coding agent."},
+                {"role": "user", "content": "Fix the bug in parser.py. Never edit tests."}]
+    for step in range(steps):
+        call_id = f"call_{step}"
+        messages.append({"role": "assistant", "content": f"Step {step}: look at file_{step}.py",
+                         "tool_calls": [{"id": call_id, "type": "function",
+                                         "function": {"name": "bash", "arguments": f'{{"command": "cat file_{step}.py"}}'}}]})
+        messages.append({"role": "tool", "tool_call_id": call_id,
+                         "content": " ".join(f"word{step}_{i}" for i in range(output_words))})
+    return messages
+
+
+def policy(**budget: object) -> Policy:
+    return replace(Policy(), recent_turns=3, budget=replace(BudgetRules(), **budget))
+
+
+def test_segment_groups_tool_results_with_their_call() -> None:
+    messages = agent_run(2)
+    assert segment(messages) == [(0, 0), (1, 1), (2, 3), (4, 5)]
+
+
+def test_segment_refuses_orphan_and_unanswered_tool_calls() -> None:
+    messages = agent_run(2)
+    assert segment(messages[:3]) is None  # a call without its result
+    orphan = messages[:2] + [{"role": "tool", "tool_call_id": "nope", "content": "x"}]
+    assert segment(orphan) is None
+
+
+def test_segment_accepts_ids_reused_across_turns() -> None:
+    messages = agent_run(2)
+    for message in messages:
+        if message.get("tool_calls"):
+            message["tool_calls"][0]["id"] = "same"
+        if message["role"] == "tool":
+            message["tool_call_id"] = "same"
+    assert segment(messages) is not None
+
+
+def test_without_epoch_everything_is_forwarded_verbatim() -> None:
+    messages = agent_run(3)
+    result = build(conversation(messages), None, policy(), COUNTER, EXCERPT)
+    assert result.messages == messages
+    assert result.tokens == sum(COUNTER.message(m) for m in messages)
+
+
+def test_oversized_recent_output_keeps_head_tail_and_ref() -> None:
+    messages = agent_run(1, output_words=3000)
+    small = replace(Policy(), tool_outputs=ToolOutputRules(max_tokens=500, head_tokens=100, tail_tokens=50))
+    conv = conversation(messages)
+    result = build(conv, None, small, COUNTER, EXCERPT)
+    shown = result.messages[-1]["content"]
+    assert shown.startswith("word0_0 word0_1")
+    assert shown.rstrip().endswith("word0_2999")
+    assert f"[ref:{conv.refs[-1]}]" in shown
+    assert COUNTER.text(shown) < 250
+
+
+def test_compaction_masks_old_outputs_removes_oldest_turns_and_reaches_target() -> None:
+    messages = agent_run(30)
+    conv = conversation(messages)
+    rules = policy(max_input_tokens=4000)
+    budget = Budget.of(rules, 4000)
+    units = segment(messages)
+    assert units is not None
+    epoch = plan_compaction(conv, units, None, rules, budget, 0, "## Task state\nGoal: fix", COUNTER, EXCERPT)
+    result = build(conv, epoch, rules, COUNTER, EXCERPT)
+    assert result.tokens <= budget.target
+    # system prompt and task first, verbatim; then the compacted message with state and digest
+    assert result.messages[:2] == messages[:2]
+    assert result.messages[2]["role"] == "user" and "## Task state" in result.messages[2]["content"]
+    assert "## Earlier steps" in result.messages[2]["content"]
+    # the newest turns are verbatim
+    assert result.messages[-6:] == messages[-6:]
+    # the oldest turns left; the newest of them are named in the digest with outcome and ref, older ones counted
+    assert messages[2] not in result.messages
+    digest = result.messages[2]["content"]
+    last_removed = epoch.removed_through
+    assert f"[ref:{conv.refs[last_removed]}]" in digest and "-> ok: exit 0" in digest
+    assert f"({epoch.folded_steps} earlier steps folded" in digest and epoch.folded_steps > 0
+
+
+def test_masked_outputs_become_placeholders_with_ref() -> None:
+    messages = agent_run(8)
+    conv = conversation(messages)
+    rules = policy(max_input_tokens=4000, target_ratio=0.7)
+    units = segment(messages)
+    assert units is not None
+    epoch = plan_compaction(conv, units, None, rules, Budget.of(rules, 4000), 0, "", COUNTER, EXCERPT)
+    result = build(conv, epoch, rules, COUNTER, EXCERPT)
+    placeholders = [m for m in result.messages if m["role"] == "tool" and m["content"].startswith(WORKSET_TAG)]
+    assert placeholders, "old outputs should be elided before whole turns are removed"
+    first = placeholders[0]
+    index = next(i for i, m in enumerate(messages) if m.get("tool_call_id") == first["tool_call_id"])
+    assert f"[ref:{conv.refs[index]}]" in first["content"] and "bash" in first["content"]
+
+
+def test_prefix_is_stable_between_compactions() -> None:
+    messages = agent_run(30)
+    rules = policy(max_input_tokens=4000)
+    units = segment(messages[:40])
+    assert units is not None
+    conv = conversation(messages[:40])
+    epoch = plan_compaction(conv, units, None, rules, Budget.of(rules, 4000), 0, "state", COUNTER, EXCERPT)
+    before = build(conv, epoch, rules, COUNTER, EXCERPT).messages
+    after = build(conversation(messages[:44]), epoch, rules, COUNTER, EXCERPT).messages
+    assert after[: len(before)] == before
+    assert after[len(before):] == messages[40:44]
+
+
+def test_second_compaction_anchors_on_the_first_digest() -> None:
+    messages = agent_run(40)
+    rules = policy(max_input_tokens=4000)
+    budget = Budget.of(rules, 4000)
+    first_conv = conversation(messages[:40])
+    first = plan_compaction(first_conv, segment(messages[:40]) or [], None, rules, budget, 0, "", COUNTER, EXCERPT)
+    conv = conversation(messages)
+    second = plan_compaction(conv, segment(messages) or [], first, rules, budget, 0, "", COUNTER, EXCERPT)
+    assert second.removed_through > first.removed_through
+    assert second.digest_lines[: len(first.digest_lines)] == first.digest_lines or second.folded_steps > 0
+
+
+def test_pinned_messages_are_never_removed() -> None:
+    messages = agent_run(20)
+    messages.insert(10, {"role": "user", "content": "Also: do not touch setup.py."})
+    messages.append({"role": "user", "content": "Status?"})
+    conv = conversation(messages)
+    rules = policy(max_input_tokens=3000)
+    epoch = plan_compaction(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), 0, "", COUNTER, EXCERPT)
+    result = build(conv, epoch, rules, COUNTER, EXCERPT)
+    for index in pinned_indices(messages):
+        assert messages[index] in result.messages
+
+
+def test_tail_state_never_splits_a_tool_call_from_its_results() -> None:
+    tail = {"role": "user", "content": "state"}
+    messages = agent_run(1)
+    assert with_tail_state(messages, tail)[-1] is tail
+    prefill = messages + [{"role": "assistant", "content": "Sure,"}]
+    placed = with_tail_state(prefill, tail)
+    assert placed[-2] is tail and placed[-1]["content"] == "Sure,"
+
+
+@pytest.mark.parametrize("steps", [5, 25])
+def test_build_is_deterministic(steps: int) -> None:
+    messages = agent_run(steps)
+    rules = policy(max_input_tokens=3000)
+    conv = conversation(messages)
+    epoch = plan_compaction(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), 0, "s", COUNTER, EXCERPT)
+    assert build(conv, epoch, rules, COUNTER, EXCERPT) == build(conversation(messages), epoch, rules, COUNTER, EXCERPT)
