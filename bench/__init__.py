@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): not tests, they print figures."""

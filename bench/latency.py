@@ -1,0 +1,177 @@
+"""`make bench`: what workset adds to each request, against the same fake provider called directly.
+
+For sessions of 10, 100 and 300 messages it measures the turn after an already-seen history (the history is sent
+once, then the request with the next assistant message and tool result): median and p95 latency through workset
+and straight to the provider, the time workset spends in its own steps (x-workset-ms), and requests per second
+with 32 concurrent clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from servers import ServerProcess, free_port  # noqa: E402
+
+TRACES = ROOT.parent / "shared" / "traces" / "swe-dev.jsonl.gz"
+
+
+def long_history(length: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Messages of a real long SWE-agent run when the traces are here, else a synthetic run of the same shape."""
+    if TRACES.is_file():
+        with gzip.open(TRACES, "rt") as handle:
+            runs = [json.loads(line) for line in handle]
+        run = max(runs, key=lambda r: len(r["messages"]))
+        messages, tools = run["messages"], run["tools"]
+        while len(messages) < length:
+            messages = messages + messages[2:]
+        return messages, tools
+    messages = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix the bug."}]
+    step = 0
+    while len(messages) < length:
+        call = f"call_{step}"
+        messages.append({"role": "assistant", "content": f"THOUGHT: step {step}", "tool_calls": [
+            {"id": call, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"cat f{step}.py"})}}]})
+        messages.append({"role": "tool", "tool_call_id": call, "content": "<returncode>0</returncode>\n" + "line of code\n" * 60})
+        step += 1
+    return messages, []
+
+
+def turn_at(messages: list[dict[str, Any]], length: int) -> int:
+    """An index near `length` where messages[:index] ends with a tool result (a complete turn)."""
+    index = length
+    while index < len(messages) and messages[index - 1].get("role") != "tool":
+        index += 1
+    return index
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+
+
+def measure_turns(proxy: str, direct: str, messages: list[dict[str, Any]], tools: list[Any], length: int,
+                  rounds: int) -> dict[str, float]:
+    end = turn_at(messages, length)
+    start = end - 2  # the already-seen history: the turn adds an assistant message and its tool result
+    through, straight, own = [], [], []
+    with httpx.Client(timeout=30) as client:
+        for round_number in range(rounds + 2):
+            session = f"bench-{length}-{round_number}-{time.time_ns()}"
+            history = {"model": "bench-model", "messages": messages[:start], "tools": tools}
+            turn = {"model": "bench-model", "messages": messages[:end], "tools": tools}
+            headers = {"authorization": "Bearer bench", "x-workset-session": session}
+            client.post(proxy + "/v1/chat/completions", json=history, headers=headers).raise_for_status()
+            body = json.dumps(turn).encode()
+            began = time.perf_counter()
+            response = client.post(proxy + "/v1/chat/completions", content=body,
+                                   headers={**headers, "content-type": "application/json"})
+            elapsed = time.perf_counter() - began
+            response.raise_for_status()
+            began = time.perf_counter()
+            client.post(direct + "/v1/chat/completions", content=body,
+                        headers={"authorization": "Bearer bench", "content-type": "application/json"}).raise_for_status()
+            direct_elapsed = time.perf_counter() - began
+            if round_number < 2:
+                continue  # warm-up
+            through.append(elapsed * 1000)
+            straight.append(direct_elapsed * 1000)
+            own.append(float(response.headers["x-workset-ms"]))
+    added = [a - b for a, b in zip(through, straight)]
+    return {
+        "messages": end,
+        "proxy_median": statistics.median(through),
+        "direct_median": statistics.median(straight),
+        "added_median": statistics.median(added),
+        "added_p95": percentile(added, 0.95),
+        "own_median": statistics.median(own),
+        "own_p95": percentile(own, 0.95),
+    }
+
+
+async def throughput(url: str, body: bytes, clients: int, seconds: float, workset: bool) -> float:
+    done = 0
+    deadline = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+        async def worker(number: int) -> None:
+            nonlocal done
+            headers = {"authorization": "Bearer bench", "content-type": "application/json"}
+            if workset:
+                headers["x-workset-session"] = f"rps-{number}"
+            while time.perf_counter() < deadline:
+                response = await client.post(url + "/v1/chat/completions", content=body, headers=headers)
+                response.raise_for_status()
+                done += 1
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker(n) for n in range(clients)))
+        return done / (time.perf_counter() - began)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--policy", default="default")
+    args = parser.parse_args()
+    messages, tools = long_history(320)
+    folder = Path(tempfile.mkdtemp(prefix="workset-bench-"))
+    provider_port, proxy_port = free_port(), free_port()
+    config = {
+        "model_list": [{"model_name": "*", "litellm_params": {"model": "openai/*",
+                                                             "api_base": f"http://127.0.0.1:{provider_port}/v1"}}],
+        "policies_dir": str(ROOT / "policies"),
+        "policy": args.policy,
+        "store": {"path": str(folder / "bench.db")},
+        "logging": {"level": "warning"},
+    }
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    python = sys.executable
+    provider = ServerProcess([python, "-m", "bench.fake_provider", str(provider_port)], provider_port, cwd=ROOT)
+    proxy = ServerProcess([python, "-m", "proxy", "serve", "--config", str(folder / "config.yaml"), "--port",
+                           str(proxy_port)], proxy_port, cwd=ROOT)
+    with provider, proxy:
+        print(f"workset bench: policy {args.policy}, {args.rounds} rounds per size, fake provider on loopback")
+        print(f"{'messages':>8} {'direct ms':>10} {'proxy ms':>9} {'added med':>10} {'added p95':>10} "
+              f"{'own med':>8} {'own p95':>8} {'own share':>9}")
+        rows = []
+        for length in (10, 100, 300):
+            row = measure_turns(proxy.url, provider.url, messages, tools, length, args.rounds)
+            rows.append(row)
+            share = row["own_median"] / row["added_median"] if row["added_median"] > 0 else float("nan")
+            print(f"{row['messages']:>8} {row['direct_median']:>10.2f} {row['proxy_median']:>9.2f} "
+                  f"{row['added_median']:>10.2f} {row['added_p95']:>10.2f} {row['own_median']:>8.2f} "
+                  f"{row['own_p95']:>8.2f} {share:>9.0%}")
+        end = turn_at(messages, 100)
+        body = json.dumps({"model": "bench-model", "messages": messages[:end], "tools": tools}).encode()
+        rps_proxy = asyncio.run(throughput(proxy.url, body, 32, args.seconds, workset=True))
+        rps_direct = asyncio.run(throughput(provider.url, body, 32, args.seconds, workset=False))
+        print(f"32 concurrent clients, {end}-message requests: {rps_proxy:.0f} req/s through workset, "
+              f"{rps_direct:.0f} req/s direct")
+        small, large = rows[0], rows[-1]
+        print("targets:")
+        print(f"  own steps at 300 messages < 3 ms: {large['own_median']:.2f} ms "
+              f"{'ok' if large['own_median'] < 3 else 'MISSED'}")
+        ratio = large["added_median"] / small["added_median"] if small["added_median"] > 0 else float("inf")
+        print(f"  300-message turn <= 2x 10-message turn (added): {ratio:.2f}x {'ok' if ratio <= 2 else 'MISSED'}")
+        print(f"  added median < 10 ms: {max(r['added_median'] for r in rows):.2f} ms "
+              f"{'ok' if max(r['added_median'] for r in rows) < 10 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
