@@ -109,10 +109,12 @@ class Engine:
             total = prefix.tokens + tools_tokens + tail_tokens
             compacted = False
             if total > budget.trigger:
-                epoch, prefix, tail, tail_tokens = self._compact(branch, conversation, pairing.units, epoch, goal, policy,
-                                                                 budget, tools_tokens, total)
-                built_for, compacted = prefix.epoch_key, True
-                total = prefix.tokens + tools_tokens + tail_tokens
+                result = self._compact(branch, conversation, pairing.units, epoch, goal, policy, budget,
+                                       tools_tokens, total)
+                if result is not None:
+                    epoch, prefix, tail, tail_tokens = result
+                    built_for, compacted = prefix.epoch_key, True
+                    total = prefix.tokens + tools_tokens + tail_tokens
             branch.built, branch.built_for = prefix, built_for
             out = dict(body)
             out["messages"] = with_tail_state(list(prefix.messages), tail)
@@ -124,9 +126,11 @@ class Engine:
 
     def _compact(self, branch: Branch, conversation: Conversation, units: list[tuple[int, int]],
                  epoch: Epoch | None, goal: str, policy: Policy, budget: Budget, tools_tokens: int,
-                 before: int) -> tuple[Epoch, BuiltPrefix, Message | None, int]:
+                 before: int) -> tuple[Epoch, BuiltPrefix, Message | None, int] | None:
         """A new epoch down to the target, recorded as a checkpoint. If the parts that cannot shrink (state,
-        digest) keep it over the budget, it is planned again with the brief state and no digest."""
+        digest) keep it over the budget, it is planned again with the brief state and no digest. None when
+        compaction would not shrink the working set (what is left is pinned): then nothing changes, and the
+        prefix stays cached."""
         state_limit = int(policy.state.max_share * budget.limit)
         for brief in (False, True):
             head_state = ""
@@ -141,6 +145,8 @@ class Engine:
             after = prefix.tokens + tools_tokens + tail_tokens
             if after <= budget.limit:
                 break
+        if after >= before:
+            return None
         new_epoch = replace(new_epoch, tokens_before=before, tokens_after=after)
         self.store.add_checkpoint(branch.session_id, new_epoch.tip_hash, new_epoch.tip, new_epoch.reason, before,
                                   after, epoch_to_dict(new_epoch), state_snapshot(branch.state, goal))

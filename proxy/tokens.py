@@ -6,6 +6,7 @@ import importlib.util
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -62,6 +63,7 @@ class TokenCounter:
         self.encoding = load_encoding(encoding)
         self._cache: dict[str, int] = {}
         self._cache_size = cache_size
+        self._tools_cache: dict[bytes, int] = {}
 
     def text(self, text: str) -> int:
         if not text:
@@ -99,10 +101,60 @@ class TokenCounter:
         return total
 
     def tools(self, tools: object) -> int:
-        """Tool definitions count toward the input like messages do."""
-        if not tools:
+        """Tool definitions count toward the input, in the compact form OpenAI renders them in (not their JSON)."""
+        if not tools or not isinstance(tools, list):
             return 0
-        return self.cached_text(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS).decode())
+        key = orjson.dumps(tools)
+        count = self._tools_cache.get(key)
+        if count is None:
+            if len(self._tools_cache) >= 256:
+                self._tools_cache.clear()
+            count = self._tools_cache[key] = self.text(render_tools(tools))
+        return count
+
+
+def render_tools(tools: list[Any]) -> str:
+    """Function tools as OpenAI shows them to the model (a TypeScript-like namespace), for counting only."""
+    lines = ["namespace functions {", ""]
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not function.get("name"):
+            continue
+        if function.get("description"):
+            lines.append(f"// {function['description']}")
+        parameters = function.get("parameters")
+        body = _render_object(parameters, 0) if isinstance(parameters, dict) else ""
+        lines.append(f"type {function['name']} = (_: {{\n{body}\n}}) => any;" if body else f"type {function['name']} = () => any;")
+        lines.append("")
+    lines.append("} // namespace functions")
+    return "\n".join(lines)
+
+
+def _render_object(schema: dict[str, Any], indent: int) -> str:
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return ""
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    lines = []
+    for name, prop in properties.items():
+        if isinstance(prop, dict) and prop.get("description"):
+            lines.append(f"// {prop['description']}")
+        lines.append(f"{name}{'' if name in required else '?'}: {_render_type(prop, indent)},")
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def _render_type(prop: Any, indent: int) -> str:
+    if not isinstance(prop, dict):
+        return "any"
+    kind, enum = prop.get("type"), prop.get("enum")
+    if isinstance(enum, list):
+        return " | ".join(f'"{item}"' for item in enum)
+    if kind == "array":
+        return f"{_render_type(prop.get('items'), indent)}[]"
+    if kind == "object":
+        return "{\n" + _render_object(prop, indent + 2) + "\n}"
+    return {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "null": "null"}.get(
+        kind if isinstance(kind, str) else "", "any")
 
 
 class Excerpter:

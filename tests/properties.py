@@ -55,9 +55,10 @@ def pinned_tokens(sent: list[dict[str, Any]], request: list[dict[str, Any]], too
     users = [m for m in request if m.get("role") == "user"]
     keep = [m for m in request if m.get("role") in ("system", "developer")]
     keep += users[:1] + users[-1:]
-    units = Pairing().feed(sent).units
+    shown = [m for m in sent if not message_text(m).startswith(WORKSET_TAG) or m.get("role") == "tool"]
+    units = Pairing().feed(shown).units
     if units:
-        keep += sent[units[-1][0]: units[-1][1] + 1]
+        keep += shown[units[-1][0]: units[-1][1] + 1]
     for message in sent:
         text = message_text(message)
         if message.get("role") == "user" and text.startswith(WORKSET_TAG):
