@@ -3,6 +3,7 @@ build) -> Upstream.chat -> relay. If workset's own steps fail, the original requ
 
 from __future__ import annotations
 
+import asyncio
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
             yield
         finally:
             await upstream.close()
+            engine.sessions.settle_all()
             store.close()
 
     async def chat_completions(request: Request) -> Response:
@@ -118,7 +120,12 @@ async def _chat(workset: Workset, request: Request) -> Response:
         outgoing = _strip_session_metadata(prepared.body)
         fields["workset_ms"] = round((time.perf_counter() - started) * 1000, 3)
         headers = _workset_headers(prepared, explicit, fields["workset_ms"])
+        # Deferred ingest (extraction, store writes) runs at the loop's next turn, once the request is on its way
+        # to the provider: it overlaps the provider's latency instead of adding to it.
+        asyncio.get_running_loop().call_soon(_settle, workset.engine, prepared)
+        called = time.perf_counter()
         result = await workset.upstream.chat(target, outgoing, caller_key, _lower_headers(request))
+        fields["upstream_ms"] = round((time.perf_counter() - called) * 1000, 3)  # headers in (whole body if not streamed)
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
         _log_request(log, fields, started)
@@ -136,6 +143,8 @@ def _prepare(workset: Workset, body: dict[str, Any], caller: str, explicit: str 
     """Engine.prepare, failing open: any error in workset's own steps forwards the request as sent."""
     try:
         return workset.engine.prepare(body, caller, explicit, policy_name)
+    except WorksetError:
+        raise  # the client's own error (a malformed message): a 400, not a workset failure
     except Exception as error:  # fail open by design: the agent must never pay for a workset bug
         get_logger().error("workset_step_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True,
                            model=body.get("model"))
@@ -145,6 +154,13 @@ def _prepare(workset: Workset, body: dict[str, Any], caller: str, explicit: str 
         except Exception:
             original = 0
         return Prepared(body, None, policy_name or "", original, original, note="fail open")
+
+
+def _settle(engine: Engine, prepared: Prepared) -> None:
+    try:
+        engine.settle(prepared)
+    except Exception as error:  # the request already went out; a failed ingest is logged, never raised
+        get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
 
 
 async def _logged_stream(stream: Stream, log: Any, fields: dict[str, Any], started: float) -> AsyncIterator[bytes]:

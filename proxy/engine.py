@@ -3,7 +3,7 @@ both call Engine.prepare, so what the eval measures is what the proxy forwards."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .config import Config
@@ -13,6 +13,7 @@ from .records import Message
 from .session import Branch, Sessions, epoch_to_dict
 from .state import TaskState, render_state, state_snapshot
 from .store import Store
+from .validate import check_messages
 from .tokens import Excerpter, TokenCounter
 from .workingset import (
     Budget,
@@ -45,6 +46,7 @@ class Prepared:
     rewritten: bool = False
     note: str = ""  # why the messages were forwarded unchanged, when they were
     new_messages: int = 0
+    branch: Branch | None = field(default=None, repr=False)  # for settle() once the provider has the request
 
 
 class Engine:
@@ -77,18 +79,25 @@ class Engine:
             self._budgets[key] = int(window * rules.auto_share) if window else rules.auto_fallback_tokens
         return self._budgets[key]
 
+    def settle(self, prepared: Prepared) -> None:
+        """Finish ingesting the request's new messages (extraction, store writes): called once the provider has
+        the request, so this work overlaps the provider's latency instead of adding to it."""
+        if prepared.branch is not None:
+            self.sessions.settle(prepared.branch)
+
     def prepare(self, body: dict[str, Any], caller: str, explicit_session: str | None = None,
                 policy_name: str | None = None) -> Prepared:
+        """What to forward for one chat request. Raises WorksetError when a message not seen before is malformed."""
         model = str(body["model"])
         policy = self.policy_for(model, policy_name)
         messages: list[Message] = body["messages"]
-        resolved = self.sessions.resolve(caller, explicit_session, messages, model, policy.name)
+        resolved = self.sessions.resolve(caller, explicit_session, messages, model, policy.name, check_messages)
         branch = resolved.branch
         try:
             tools_tokens = self.counter.tools(body.get("tools"))
             original = branch.total_tokens + tools_tokens
             unchanged = Prepared(body, branch.session_id, policy.name, original, original,
-                                 new_messages=resolved.new_messages)
+                                 new_messages=resolved.new_messages, branch=branch)
             if policy.passthrough:
                 unchanged.note = "passthrough policy"
                 return unchanged
@@ -109,6 +118,7 @@ class Engine:
             total = prefix.tokens + tools_tokens + tail_tokens
             compacted = False
             if total > budget.trigger:
+                self.sessions.settle(branch)  # compaction reads the state and the tool-output gists
                 result = self._compact(branch, conversation, pairing.units, epoch, goal, policy, budget,
                                        tools_tokens, total)
                 if result is not None:
@@ -119,7 +129,7 @@ class Engine:
             out = dict(body)
             out["messages"] = with_tail_state(list(prefix.messages), tail)
             return Prepared(out, branch.session_id, policy.name, original, total, budget.limit, compacted,
-                            rewritten=True, new_messages=resolved.new_messages)
+                            rewritten=True, new_messages=resolved.new_messages, branch=branch)
         except Exception:
             self.sessions.forget(branch)
             raise
@@ -160,6 +170,7 @@ class Engine:
         rules = policy.state
         if rules.position == "head" or (not after_compaction and not rules.before_compaction):
             return None, 0
+        self.sessions.settle(branch)
         key = (branch.state.version, policy.name, budget.limit, goal[:64])
         cached = branch.tail_cache
         if cached is not None and cached[0] == key:

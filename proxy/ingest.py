@@ -9,14 +9,12 @@ from .extract import extract
 from .extract.actions import tool_output_gist
 from .messages import is_tool_result, message_text, tool_calls
 from .records import Extraction, Message, MessageContext, ToolCall
-from .tokens import TokenCounter
 
 GIST_CHARS = 300  # stored gist; policies cut it shorter when rendering
 
 
 @dataclass(frozen=True)
-class Ingested:
-    tokens: int
+class Extracted:
     extraction: Extraction
     tool: str  # tool results: the tool that was called
     gist: str  # tool results: one-line gist
@@ -51,7 +49,9 @@ def context_for(messages: Sequence[Message], index: int, ref: str, first_user: i
     )
 
 
-def ingest(messages: Sequence[Message], index: int, ref: str, first_user: int | None, counter: TokenCounter) -> Ingested:
+def extract_at(messages: Sequence[Message], index: int, ref: str, first_user: int | None) -> Extracted:
+    """Everything deterministic extraction learns from messages[index] (its tokens are counted separately: the
+    working set needs them at once, the rest can wait until the provider has the request)."""
     message = messages[index]
     context = context_for(messages, index, ref, first_user)
     extraction = extract(message, context)
@@ -61,8 +61,7 @@ def ingest(messages: Sequence[Message], index: int, ref: str, first_user: int | 
         tool = context.call.name if context.call else str(message.get("name") or "tool")
         action = extraction.actions[0] if extraction.actions else None
         outcome, gist = (action.outcome, action.gist) if action else tool_output_gist(text, GIST_CHARS)
-    evidence = _evidence_text(message, text)
-    return Ingested(counter.message(message), extraction, tool, gist, outcome, evidence)
+    return Extracted(extraction, tool, gist, outcome, _evidence_text(message, text))
 
 
 def _evidence_text(message: Message, text: str) -> str | None:

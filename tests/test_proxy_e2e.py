@@ -140,6 +140,8 @@ def test_sessions_belong_to_the_callers_key(proxy, fake) -> None:
     one = proxy.client("sk-one").chat.completions.with_raw_response.create(model="gpt-test", messages=messages)
     two = proxy.client("sk-two").chat.completions.with_raw_response.create(model="gpt-test", messages=messages)
     assert one.headers["x-workset-session"] != two.headers["x-workset-session"]
+    proxy.flush()
+    assert len(proxy.engine.store.sessions()) == 2
     store_bytes = proxy.store_path.read_bytes() + proxy.store_path.with_name("store.db-wal").read_bytes()
     assert b"sk-one" not in store_bytes and b"sk-two" not in store_bytes
 
