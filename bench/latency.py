@@ -132,7 +132,7 @@ async def throughput(url: str, body: bytes, clients: int, seconds: float, workse
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--policy", default="default")
     parser.add_argument("--log", help="write the proxy's request log (JSON lines) to this file")

@@ -55,6 +55,19 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def reference(args: argparse.Namespace) -> int:
+    """Markdown tables of every config.yaml and policy key with its default and meaning (the README's)."""
+    from .schema import describe
+
+    for title, schema in (("config.yaml", Config), ("policies/*.yaml", Policy)):
+        print(f"| {title} key | default | meaning |\n| --- | --- | --- |")
+        for key, default, doc in describe(schema):
+            shown = "[]" if default == () else ("{}" if default == {} else default)
+            print(f"| `{key}` | `{shown}` | {doc} |")
+        print()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workset", description="OpenAI-compatible proxy forwarding a budgeted working set")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -65,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--policy", help="default policy: a preset name or a YAML path (overrides policy)")
     run.add_argument("--store", help="SQLite file of the store (overrides store.path)")
     run.set_defaults(handler=serve)
+    keys = commands.add_parser("reference", help="print every config and policy key with its default and meaning")
+    keys.set_defaults(handler=reference)
     return parser
 
 

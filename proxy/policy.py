@@ -27,7 +27,7 @@ class ToolOutputRules:
     max_tokens: int = setting(4000, "a single tool output above this keeps only a head and tail excerpt plus its ref, even when recent", min=64)
     head_tokens: int = setting(1200, "tokens kept from the start of an oversized tool output", min=0)
     tail_tokens: int = setting(800, "tokens kept from the end of an oversized tool output", min=0)
-    gist_chars: int = setting(160, "longest one-line gist in a placeholder or digest line", min=20)
+    gist_chars: int = setting(160, "longest one-line gist in the placeholder of an elided tool output", min=20)
 
 
 @dataclass(frozen=True)

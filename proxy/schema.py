@@ -65,13 +65,13 @@ def _convert(kind: Any, value: Any, key: str) -> Any:
             raise ConfigError(f"{key} must be one of {', '.join(map(repr, get_args(kind)))}, got {_show(value)}")
         return value
     if origin in (typing.Union, types.UnionType):
-        errors = []
+        wanted = []
         for option in get_args(kind):
             try:
                 return _convert(option, value, key)
             except ConfigError as error:
-                errors.append(str(error).removeprefix(f"{key} must be "))
-        raise ConfigError(f"{key} must be {' or '.join(errors)}")
+                wanted.append(str(error).removeprefix(f"{key} must be ").split(", got ")[0])
+        raise ConfigError(f"{key} must be {' or '.join(wanted)}, got {_show(value)}")
     if kind is type(None):
         if value is not None:
             raise ConfigError(f"{key} must be null, got {_show(value)}")

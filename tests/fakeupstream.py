@@ -169,6 +169,7 @@ class FakeUpstream:
             routes=[
                 Route(CHAT_PATH, self._chat, methods=["POST"]),
                 Route("/v1/embeddings", self._embeddings, methods=["POST"]),
+                Route("/v1/messages", self._anthropic_messages, methods=["POST"]),
                 Route("/v1/models", self._list_models, methods=["GET"]),
                 # Record wrong paths too, so a test failure shows where the proxy actually went.
                 Route("/{path:path}", self._unknown, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
@@ -227,6 +228,20 @@ class FakeUpstream:
         with self._lock:
             script = self._queue.popleft() if self._queue else self._default
         return self._respond(_resolve(script, rec.body), rec)
+
+    async def _anthropic_messages(self, request: Request) -> Response:
+        """Anthropic's Messages API, just enough for litellm's anthropic/ provider (non-streamed)."""
+        rec = await self._record(request)
+        last = rec.body.get("messages", [{}])[-1]
+        content = last.get("content")
+        text = content if isinstance(content, str) else " ".join(
+            part.get("text", "") for part in content or [] if isinstance(part, dict))
+        return JSONResponse({
+            "id": f"msg_fake_{next(self._completions)}", "type": "message", "role": "assistant",
+            "model": rec.body.get("model", "claude"), "content": [{"type": "text", "text": f"echo: {text[-60:]}"}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 3},
+        })
 
     def _respond(self, reply: Reply, rec: Recorded) -> ASGIApp:
         body = rec.body
