@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--policy", help="default policy: a preset name or a YAML path (overrides policy)")
     run.add_argument("--store", help="SQLite file of the store (overrides store.path)")
     run.set_defaults(handler=serve)
+    from .evaluate.command import add_parser as add_eval
+
+    add_eval(commands)
     keys = commands.add_parser("reference", help="print every config and policy key with its default and meaning")
     keys.set_defaults(handler=reference)
     return parser

@@ -1,0 +1,247 @@
+"""Replay agent traces turn by turn through each strategy and measure what was forwarded.
+
+For each trace and each assistant message at index t >= 2 (the real agent's next action), the input is
+messages[:t] with the trace's tools, in one session per trace and strategy, in order, exactly as the proxy
+would receive them.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ingest import extract_at
+from ..records import CONSTRAINT, Message
+from ..tokens import TokenCounter
+from ..workingset import Pairing, first_user
+from .metrics import (
+    cached_cost,
+    flat,
+    forwarded_text,
+    identifiers,
+    leading_identical,
+    probe_turns,
+    probe_values,
+    readable_text,
+)
+from .strategies import Strategy
+
+
+@dataclass
+class Row:
+    """One strategy's figures over all traces (the --json field names)."""
+
+    policy: str
+    traces: int = 0
+    turns: int = 0
+    budget: int = 0
+    cum_tokens: int = 0
+    reduction: float = 0.0
+    peak_tokens: float = 0.0
+    cached_cost: float = 0.0
+    cached_cost_vs_none: float = 1.0
+    prefix_reuse: float = 0.0
+    next_step_recall: float | None = None
+    probe_recall: float | None = None
+    constraint_recall: float | None = None
+    pairing_violations: int = 0
+    over_budget: int = 0
+    compactions: int = 0
+    ms_per_turn: float = 0.0
+
+
+@dataclass
+class _Tally:
+    """Running sums for one strategy."""
+
+    traces: int = 0
+    turns: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+    peaks: list[int] = field(default_factory=list)
+    reuse: list[float] = field(default_factory=list)
+    recall: list[float] = field(default_factory=list)
+    probes: list[int] = field(default_factory=lambda: [0, 0])
+    constraints: list[int] = field(default_factory=lambda: [0, 0])
+    pairing: int = 0
+    over: int = 0
+    compactions: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class TurnRecord:
+    """What one strategy forwarded at one turn (kept for the plot and the HTTP-equality test)."""
+
+    trace: str
+    turn: int
+    tokens: int
+    messages: list[Message] | None = None
+
+
+@dataclass
+class Evaluation:
+    rows: list[Row]
+    records: dict[str, list[TurnRecord]]  # strategy -> turns of the traces asked to be kept
+
+
+class MessageTokens:
+    """Tokens per message object: trace messages and built messages recur every turn, so count them once."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._by_id: dict[int, tuple[Message, int]] = {}
+
+    def __call__(self, message: Message) -> int:
+        held = self._by_id.get(id(message))
+        if held is not None and held[0] is message:
+            return held[1]
+        tokens = self.counter.message(message, generated=True)
+        if len(self._by_id) > 200_000:
+            self._by_id.clear()
+        self._by_id[id(message)] = (message, tokens)
+        return tokens
+
+
+def agent_turns(messages: Sequence[Message]) -> list[int]:
+    """Indexes t >= 2 where the trace has the agent's next action (an assistant message)."""
+    return [t for t in range(2, len(messages)) if messages[t].get("role") == "assistant"]
+
+
+def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], counter: TokenCounter,
+             cache_read_price: float = 0.1, keep_records: Iterable[str] = (),
+             progress: Callable[[int], None] = lambda done: None,
+             tokens_of: Callable[[Message], int] | None = None) -> Evaluation:
+    tokens_of = tokens_of or MessageTokens(counter)
+    tallies = {s.name: _Tally() for s in strategies}
+    keep = set(keep_records)
+    records: dict[str, list[TurnRecord]] = {s.name: [] for s in strategies}
+    for trace in traces:
+        messages, tools = trace["messages"], trace.get("tools") or None
+        tools_tokens = counter.tools(tools)
+        turns = agent_turns(messages)
+        expected = _TraceExpectations(trace)
+        previous: dict[str, list[Message] | None] = {s.name: None for s in strategies}
+        peaks = {s.name: 0 for s in strategies}
+        for t in turns:
+            request = messages[:t]
+            checks = expected.at(t)
+            for strategy in strategies:
+                tally = tallies[strategy.name]
+                started = time.perf_counter()
+                forwarded = strategy.forward(trace["id"], request, tools)
+                tally.seconds += time.perf_counter() - started
+                sent = forwarded.messages
+                sizes = [tokens_of(m) for m in sent]
+                total = sum(sizes) + tools_tokens
+                before = previous[strategy.name]
+                reused = leading_identical(before, sent)
+                tally.turns += 1
+                tally.tokens += total
+                tally.cost += cached_cost(sizes, tools_tokens, reused, before is not None, cache_read_price)
+                peaks[strategy.name] = max(peaks[strategy.name], total)
+                if before is not None:
+                    tally.reuse.append(reused / len(before) if before else 1.0)
+                    if not _extends(before, sent):
+                        tally.compactions += 1
+                tally.over += total > strategy.budget
+                tally.pairing += not Pairing().feed(sent).complete
+                checks.score(sent, tally)
+                previous[strategy.name] = sent
+                if trace["id"] in keep:
+                    records[strategy.name].append(TurnRecord(trace["id"], t, total, list(sent)))
+                elif not keep:
+                    records[strategy.name].append(TurnRecord(trace["id"], t, total))
+            progress(1)
+        for strategy in strategies:
+            tallies[strategy.name].traces += 1
+            tallies[strategy.name].peaks.append(peaks[strategy.name])
+    rows = [_row(strategy, tallies[strategy.name]) for strategy in strategies]
+    reference = next((row for row in rows if row.policy == "none"), None)
+    for row in rows:
+        if reference is not None and reference.cum_tokens:
+            row.reduction = round(1 - row.cum_tokens / reference.cum_tokens, 4)
+            row.cached_cost_vs_none = round(row.cached_cost / reference.cached_cost, 4)
+    return Evaluation(rows, records)
+
+
+def _extends(before: list[Message], after: list[Message]) -> bool:
+    """Whether `after` keeps every message of `before` in place (a trailing live-state message aside)."""
+    if leading_identical(before, after) == len(before):
+        return True
+    return len(before) > 0 and leading_identical(before[:-1], after) == len(before) - 1
+
+
+def _row(strategy: Strategy, tally: _Tally) -> Row:
+    def mean(values: list[float]) -> float | None:
+        return round(sum(values) / len(values), 4) if values else None
+
+    def share(pair: list[int]) -> float | None:
+        return round(pair[0] / pair[1], 4) if pair[1] else None
+
+    return Row(
+        policy=strategy.name, traces=tally.traces, turns=tally.turns, budget=strategy.budget,
+        cum_tokens=tally.tokens, peak_tokens=statistics.median(tally.peaks) if tally.peaks else 0,
+        cached_cost=round(tally.cost, 1), prefix_reuse=mean(tally.reuse) or 0.0, next_step_recall=mean(tally.recall),
+        probe_recall=share(tally.probes), constraint_recall=share(tally.constraints),
+        pairing_violations=tally.pairing, over_budget=tally.over, compactions=tally.compactions,
+        ms_per_turn=round(tally.seconds * 1000 / tally.turns, 3) if tally.turns else 0.0,
+    )
+
+
+class _TraceExpectations:
+    """What must be in view at each turn of one trace, independent of any strategy."""
+
+    def __init__(self, trace: dict[str, Any]) -> None:
+        self.messages: list[Message] = trace["messages"]
+        self.head_text = "\n".join(readable_text(m) for m in self.messages[:2])
+        self.history: list[str] = []  # texts of messages[2:t]
+        self.seen_upto = 2
+        self.constraints: list[str] = []
+        self.constraints_upto = 0
+        self.task = first_user(self.messages)
+        probes = (trace.get("probes") or {}).get("expected_actions") or []
+        self.probes = probe_turns(self.messages, probe_values(probes)) if probes else {}
+
+    def at(self, t: int) -> _TurnChecks:
+        for index in range(self.seen_upto, t):
+            self.history.append(readable_text(self.messages[index]))
+        self.seen_upto = max(self.seen_upto, t)
+        for index in range(self.constraints_upto, t):
+            if self.messages[index].get("role") == "user":
+                extraction = extract_at(self.messages, index, "", self.task).extraction
+                self.constraints.extend(f.value for f in extraction.facts if f.kind == CONSTRAINT)
+        self.constraints_upto = max(self.constraints_upto, t)
+        used = identifiers(readable_text(self.messages[t]))
+        wanted = sorted(item for item in used
+                        if item not in self.head_text and any(item in text for text in self.history))
+        return _TurnChecks(wanted, list(dict.fromkeys(self.constraints)), self.probes.get(t, []))
+
+
+@dataclass
+class _TurnChecks:
+    identifiers: list[str]
+    constraints: list[str]
+    probes: list[str]
+
+    def score(self, sent: list[Message], tally: _Tally) -> None:
+        if not (self.identifiers or self.constraints or self.probes):
+            return
+        text = forwarded_text(sent)
+        if self.identifiers:
+            tally.recall.append(sum(1 for item in self.identifiers if item in text) / len(self.identifiers))
+        if self.probes:
+            tally.probes[0] += sum(1 for item in self.probes if item in text)
+            tally.probes[1] += len(self.probes)
+        if self.constraints:
+            flat_text: str | None = None
+            for constraint in self.constraints:
+                if constraint in text:
+                    tally.constraints[0] += 1
+                    continue
+                flat_text = flat_text if flat_text is not None else flat(text)
+                tally.constraints[0] += flat(constraint) in flat_text
+            tally.constraints[1] += len(self.constraints)

@@ -1,0 +1,135 @@
+"""Context strategies compared by `workset eval`: the usual baselines, and workset's own policies run through the
+same Engine the server uses."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from ..config import Config
+from ..engine import Engine
+from ..policy import Policy
+from ..records import Message
+from ..store import Store
+from ..tokens import TokenCounter
+from ..upstream import context_window
+from ..workingset import Pairing, first_user
+
+MASK_PLACEHOLDER = "[output omitted]"
+
+
+@dataclass
+class Forwarded:
+    messages: list[Message]
+    compacted: bool = False
+
+
+class Strategy(Protocol):
+    name: str
+    budget: int
+
+    def forward(self, trace_id: str, messages: list[Message], tools: list[Any] | None) -> Forwarded: ...
+
+    def close(self) -> None: ...
+
+
+class ForwardAll:
+    """`none`: the whole history, every turn (the reference)."""
+
+    name = "none"
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+
+    def forward(self, trace_id: str, messages: list[Message], tools: list[Any] | None) -> Forwarded:
+        return Forwarded(messages)
+
+    def close(self) -> None:
+        pass
+
+
+class Truncate:
+    """`truncate`: system prompt and task, then the newest whole turns that fit the budget (LiteLLM's
+    trim_messages, without breaking tool-call pairs)."""
+
+    name = "truncate"
+
+    def __init__(self, budget: int, counter: TokenCounter, tokens_of: Callable[[Message], int] | None = None) -> None:
+        self.budget = budget
+        self.counter = counter
+        self.tokens_of = tokens_of or counter.message
+
+    def forward(self, trace_id: str, messages: list[Message], tools: list[Any] | None) -> Forwarded:
+        task = first_user(messages)
+        head = messages[: (task if task is not None else -1) + 1]
+        used = sum(self.tokens_of(m) for m in head) + self.counter.tools(tools)
+        units = Pairing().feed(messages).units
+        kept: list[Message] = []
+        for start, end in reversed(units):
+            if end < len(head):
+                break
+            unit = messages[start:end + 1]
+            cost = sum(self.tokens_of(m) for m in unit)
+            if used + cost > self.budget:
+                break
+            kept[:0] = unit
+            used += cost
+        return Forwarded(head + kept)
+
+    def close(self) -> None:
+        pass
+
+
+class Mask:
+    """`mask`: observation masking ("The Complexity Trap", 2025): tool outputs older than the newest `keep`
+    become a one-line placeholder, recomputed every turn."""
+
+    name = "mask"
+
+    def __init__(self, keep: int, budget: int) -> None:
+        self.keep = keep
+        self.budget = budget
+
+    def forward(self, trace_id: str, messages: list[Message], tools: list[Any] | None) -> Forwarded:
+        outputs = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
+        hidden = set(outputs[: max(0, len(outputs) - self.keep)])
+        return Forwarded([{**m, "content": MASK_PLACEHOLDER} if i in hidden else m for i, m in enumerate(messages)])
+
+    def close(self) -> None:
+        pass
+
+
+class PolicyStrategy:
+    """A workset policy, through Engine.prepare and Engine.settle: the server's own code path."""
+
+    def __init__(self, policy: Policy, engine: Engine, model: str) -> None:
+        self.name = policy.name
+        self.policy = policy
+        self.engine = engine
+        self.model = model
+        self.budget = engine.budget_tokens(model, policy)
+
+    def forward(self, trace_id: str, messages: list[Message], tools: list[Any] | None) -> Forwarded:
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if tools:
+            body["tools"] = tools
+        prepared = self.engine.prepare(body, "workset-eval", f"{self.name}:{trace_id}", self.name)
+        self.engine.settle(prepared)
+        return Forwarded(prepared.body["messages"], prepared.compacted)
+
+    def close(self) -> None:
+        pass
+
+
+def policy_engine(policies: dict[str, Policy], counter: TokenCounter, folder: Path | None = None) -> Engine:
+    """An Engine over a fresh store, for replaying traces in-process."""
+    folder = folder or Path(tempfile.mkdtemp(prefix="workset-eval-"))
+    return Engine(Config(), policies, Store(folder / "eval.db"), counter, context_window)
+
+
+def with_budget(policy: Policy, budget: int | None) -> Policy:
+    if budget is None:
+        return policy
+    return replace(policy, budget=replace(policy.budget, max_input_tokens=budget))
