@@ -4,7 +4,7 @@ both call Engine.prepare, so what the eval measures is what the proxy forwards."
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .config import Config
 from .messages import message_text
@@ -16,6 +16,7 @@ from .store import Store
 from .validate import check_messages
 from .tokens import Excerpter, TokenCounter
 from .workingset import (
+    WORKSET_TAG,
     Budget,
     BuiltPrefix,
     Conversation,
@@ -76,7 +77,8 @@ class Engine:
         key = (model, policy.name)
         if key not in self._budgets:
             window = self._context_window(model)
-            self._budgets[key] = int(window * rules.auto_share) if window else rules.auto_fallback_tokens
+            share = int(window * rules.auto_share) if window else rules.auto_fallback_tokens
+            self._budgets[key] = min(share, rules.auto_max_tokens)
         return self._budgets[key]
 
     def settle(self, prepared: Prepared) -> None:
@@ -143,15 +145,20 @@ class Engine:
         prefix stays cached."""
         state_limit = int(policy.state.max_share * budget.limit)
         for brief in (False, True):
-            head_state = ""
-            if policy.state.position != "tail":
-                head_state = render_state(branch.state, goal, policy.state, state_limit, self.counter.cached_text, brief)
             tail, tail_tokens = self._tail(branch, goal, policy, budget, True)
+            reserved = state_limit if policy.state.position != "tail" else 0
             new_epoch = plan_compaction(conversation, units, epoch, policy, budget, tools_tokens + tail_tokens,
-                                        head_state, self.counter, self.excerpt,
-                                        digest_limit=0 if brief else None)
-            prefix = extend_prefix(BuiltPrefix(f"{policy.name}|{new_epoch.key}"), conversation, new_epoch, policy,
-                                   self.counter, self.excerpt)
+                                        reserved, self.counter, self.excerpt,
+                                        digest_limit=0 if brief else None, names_limit=0 if brief else None)
+            key = f"{policy.name}|{new_epoch.key}"
+            prefix = extend_prefix(BuiltPrefix(key), conversation, new_epoch, policy, self.counter, self.excerpt)
+            if reserved:
+                # The frozen state lists the facts that are no longer in view elsewhere first.
+                visible = "\n".join(message_text(m) for m in prefix.messages if not _is_workset(m))
+                head_state = render_state(branch.state, goal, policy.state, state_limit, self.counter.cached_text,
+                                          brief, visible, _dialogue(conversation.messages))
+                new_epoch = replace(new_epoch, head_state=head_state)
+                prefix = extend_prefix(BuiltPrefix(key), conversation, new_epoch, policy, self.counter, self.excerpt)
             after = prefix.tokens + tools_tokens + tail_tokens
             if after <= budget.limit:
                 break
@@ -181,6 +188,21 @@ class Engine:
         tokens = self.counter.message(message, generated=True)
         branch.tail_cache = (key, message, tokens)
         return message, tokens
+
+
+def _dialogue(messages: Sequence[Message]) -> str:
+    """What the user said, NUL, what the assistant said (not tool outputs): names in it are what the task is
+    about, the user's first."""
+    said = {"user": [], "assistant": []}  # type: dict[str, list[str]]
+    for message in messages:
+        role = message.get("role")
+        if role in said:
+            said[role].append(message_text(message))
+    return "\n".join(said["user"]) + "\0" + "\n".join(said["assistant"])
+
+
+def _is_workset(message: Message) -> bool:
+    return message.get("role") == "user" and message_text(message).startswith(WORKSET_TAG)
 
 
 def _goal(messages: list[Message]) -> str:

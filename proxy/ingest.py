@@ -7,10 +7,11 @@ from typing import Sequence
 
 from .extract import extract
 from .extract.actions import tool_output_gist
+from .extract.names import message_names
 from .messages import is_tool_result, message_text, tool_calls
 from .records import Extraction, Message, MessageContext, ToolCall
 
-GIST_CHARS = 300  # stored gist; policies cut it shorter when rendering
+GIST_CHARS = 600  # stored gist; policies cut it shorter when rendering
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class Extracted:
     gist: str  # tool results: one-line gist
     outcome: str  # tool results: ok | error
     evidence: str | None  # text stored under the message's ref
+    names: tuple[str, ...]  # names in it (paths, identifiers) for the index of elided turns
 
 
 def context_for(messages: Sequence[Message], index: int, ref: str, first_user: int | None) -> MessageContext:
@@ -61,7 +63,7 @@ def extract_at(messages: Sequence[Message], index: int, ref: str, first_user: in
         tool = context.call.name if context.call else str(message.get("name") or "tool")
         action = extraction.actions[0] if extraction.actions else None
         outcome, gist = (action.outcome, action.gist) if action else tool_output_gist(text, GIST_CHARS)
-    return Extracted(extraction, tool, gist, outcome, _evidence_text(message, text))
+    return Extracted(extraction, tool, gist, outcome, _evidence_text(message, text), message_names(message, text))
 
 
 def _evidence_text(message: Message, text: str) -> str | None:

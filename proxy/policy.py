@@ -14,10 +14,14 @@ from .schema import ConfigError, build, setting
 @dataclass(frozen=True)
 class BudgetRules:
     max_input_tokens: int | Literal["auto"] = setting(
-        "auto", "input tokens forwarded at most; auto = auto_share of the model's context window", min=256
+        "auto", "input tokens forwarded at most; auto = auto_share of the model's context window, at most auto_max_tokens",
+        min=256,
     )
     auto_share: float = setting(0.5, "share of the model's context window used when max_input_tokens is auto", min=0.05, max=1.0)
-    auto_fallback_tokens: int = setting(32000, "budget when the model's context window is unknown to litellm", min=256)
+    auto_max_tokens: int = setting(
+        16000, "cap of an auto budget: a focused working set is cheaper and keeps the model on task, whatever the window", min=256
+    )
+    auto_fallback_tokens: int = setting(16000, "budget when the model's context window is unknown to litellm", min=256)
     trigger_ratio: float = setting(0.8, "compact when the working set passes this share of the budget", min=0.05, max=1.0)
     target_ratio: float = setting(0.5, "compaction brings the working set down to this share of the budget", min=0.01, max=1.0)
 
@@ -51,6 +55,7 @@ class DigestRules:
     max_tokens: int = setting(1200, "longest extractive digest of removed turns; older lines fold into a count", min=0)
     max_share: float = setting(0.1, "largest share of the budget the digest may take (the smaller limit wins)", min=0.0, max=0.9)
     gist_chars: int = setting(100, "longest gist of a tool output in a digest line", min=10)
+    names_share: float = setting(0.1, "largest share of the budget for the index of names (paths, identifiers) in elided turns", min=0.0, max=0.9)
     arguments_chars: int = setting(100, "longest tool-call arguments shown in a digest line", min=10)
     text_chars: int = setting(200, "longest user or assistant text shown in a digest line", min=10)
 

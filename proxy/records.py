@@ -33,6 +33,7 @@ class Fact:
     value: str
     turn: int  # index of the source message in the conversation
     evidence_ref: str | None = None  # ref of the stored message it came from
+    source: str = ""  # role of that message: "tool" facts are what the system knew, "assistant" ones the model said
 
 
 @dataclass(frozen=True, slots=True)

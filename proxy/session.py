@@ -36,6 +36,7 @@ class Branch:
     tool_names: list[str] = field(default_factory=list)
     gists: list[str] = field(default_factory=list)
     outcomes: list[str] = field(default_factory=list)
+    names: list[tuple[str, ...]] = field(default_factory=list)
     state: TaskState = field(default_factory=TaskState)
     fact_nodes: dict[tuple[str, str], str] = field(default_factory=dict)  # node of the latest value per key on this path
     epoch: Epoch | None = None
@@ -48,14 +49,15 @@ class Branch:
     recorded_as: tuple[str, str] = ("", "")  # model and policy of the latest request, for the session row
 
     def conversation(self) -> Conversation:
-        return Conversation(self.messages, self.hashes, self.refs, self.tokens, self.tool_names, self.gists, self.outcomes)
+        return Conversation(self.messages, self.hashes, self.refs, self.tokens, self.tool_names, self.gists, self.outcomes,
+                            self.names)
 
     def truncated(self, length: int) -> Branch:
         """The first `length` messages of this path, sharing nothing mutable with it (state is rebuilt)."""
         return Branch(
             self.session_id, self.root, self.explicit, self.messages[:length], self.hashes[:length],
             self.refs[:length], self.tokens[:length], self.tool_names[:length], self.gists[:length],
-            self.outcomes[:length], total_tokens=sum(self.tokens[:length]), settled=length,
+            self.outcomes[:length], self.names[:length], total_tokens=sum(self.tokens[:length]), settled=length,
         )
 
 
@@ -210,6 +212,7 @@ class Sessions:
             branch.tool_names.append(row.tool or "")
             branch.gists.append(row.gist or "")
             branch.outcomes.append(row.outcome or "")
+            branch.names.append(tuple(row.names.split()))
             branch.total_tokens += row.tokens
         branch.settled = len(branch.messages)
 
@@ -253,6 +256,7 @@ class Sessions:
             branch.tool_names.append("")  # filled in by settle()
             branch.gists.append("")
             branch.outcomes.append("")
+            branch.names.append(())
             branch.total_tokens += tokens
         branch.recorded_as = (model, policy)
         return len(new_hashes)
@@ -269,7 +273,8 @@ class Sessions:
             digest, ref = branch.hashes[index], branch.refs[index]
             item = extract_at(messages, index, ref, task)
             records.append(NewMessage(digest, branch.hashes[index - 1] if index else None, index, messages[index],
-                                      branch.tokens[index], ref, item.tool, item.gist, item.outcome, item.evidence))
+                                      branch.tokens[index], ref, item.tool, item.gist, item.outcome, item.evidence,
+                                      item.names))
             for fact in item.extraction.facts:
                 key = (fact.kind, fact.key)
                 facts.append((digest, fact, branch.fact_nodes.get(key)))
@@ -277,6 +282,7 @@ class Sessions:
             actions.extend((digest, action) for action in item.extraction.actions)
             branch.state.apply(item.extraction)
             branch.tool_names[index], branch.gists[index], branch.outcomes[index] = item.tool, item.gist, item.outcome
+            branch.names[index] = item.names
         model, policy = branch.recorded_as
         self.store.record(branch.session_id, records, facts, actions, model, policy, len(messages))
         branch.settled = len(messages)

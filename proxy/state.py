@@ -7,13 +7,14 @@ of each (kind, key).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from .policy import StateRules
 from .records import (
     APPROVAL,
     CONSTRAINT,
     DECISION,
+    FIELD,
     PLAN,
     VERIFICATION,
     Action,
@@ -60,65 +61,68 @@ class TaskState:
 
 
 def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int | None = None,
-                 count: Callable[[str], int] | None = None, brief: bool = False) -> str:
+                 count: Callable[[str], int] | None = None, brief: bool = False, visible: str = "",
+                 focus: str = "") -> str:
     """The task-state text. Deterministic, and free of clocks and counters so it only changes when facts do.
 
-    Constraints, pending items and approvals are always complete. The elastic sections (key facts, completed
-    items, decisions, failed approaches) shrink, oldest first, until the text fits `max_tokens`. `brief` keeps
-    only what must never be forgotten (for the tail reminder when the full state sits at the head)."""
-    for scale in (1.0, 0.5, 0.25, 0.1, 0.0):
-        text = _render(state, goal, rules, 0.0 if brief else scale)
-        if max_tokens is None or count is None or count(text) <= max_tokens:
-            return text
-    return text
-
-
-def _render(state: TaskState, goal: str, rules: StateRules, scale: float) -> str:
-    def take(items: list[Any], limit: int) -> list[Any]:
-        keep = int(limit * scale)
-        return items[-keep:] if keep else []
-
-    lines = ["## Task state (kept by workset from this conversation; values are exact, [ref:ID] can be recalled)"]
-    if goal:
-        lines.append(f"Goal: {_one_line(goal, 300)}")
-    constraints = state.constraints
-    if constraints:
-        lines.append("Constraints (always apply):")
-        lines.extend(f"- {_flat(f.value)}" for f in constraints)  # never cut: constraints are never compressed
+    Goal, constraints, pending items, approvals and verification are always complete. What room `max_tokens`
+    leaves goes to key facts first (groups about what the user named, then what the assistant named, then the
+    most recently updated), then decisions, completed items and failed approaches, newest first. Key facts
+    whose value is in `visible` (the messages shown verbatim) are left out: they are in view already. `focus`
+    is what the user said, NUL, what the assistant said. `brief` keeps only what must never be forgotten (the
+    tail reminder when the full state sits at the head)."""
     plan = state.of_kind(PLAN)
-    pending = [f for f in plan if f.value != "completed"]
-    if pending:
-        lines.append("Pending:")
-        lines.extend(f"- [ ] {_flat(f.key)}" for f in pending)
-    completed = take([f for f in plan if f.value == "completed"], rules.max_completed)
-    if completed:
-        lines.append("Completed:")
-        lines.extend(f"- [x] {_one_line(f.key, 200)}" for f in completed)
-    decisions = take(state.of_kind(DECISION), rules.max_decisions)
-    if decisions:
-        lines.append("Decisions:")
-        lines.extend(f"- {_one_line(f.value, 300)}" for f in decisions)
-    approvals = state.of_kind(APPROVAL)
-    if approvals:
-        lines.append("Approvals:")
-        lines.extend(f"- {_one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in approvals)
-    checks = state.of_kind(VERIFICATION)
-    if checks:
-        lines.append("Verification:")
-        lines.extend(f"- {_one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in checks)
-    facts = take([f for f in state.facts.values() if f.kind not in SECTION_KINDS], rules.max_facts)
-    if facts:
-        lines.append("Key facts (newest last):")
-        for fact in facts:
-            value = _one_line(fact.value, rules.value_chars)
-            shown = value if fact.key.lower() in value.lower() else f"{fact.key} = {value}"
-            lines.append(f"- {shown}{_ref(fact)}")
-    failures = _failed_approaches(state.actions, int(rules.max_failures * scale))
-    if failures:
-        lines.append("Failed approaches (do not repeat as is):")
-        for action in failures:
-            lines.append(f"- {action.tool} {_one_line(action.arguments, 160)} -> {_one_line(action.gist, 200)}{_ref(action)}")
-    return "\n".join(lines)
+    essential = ["## Task state (kept by workset from this conversation; values are exact, [ref:ID] can be recalled)"]
+    if goal:
+        essential.append(f"Goal: {_one_line(goal, 300)}")
+    sections: dict[str, list[str]] = {
+        # never cut: constraints and pending work are never compressed away
+        CONSTRAINTS: [f"- {_flat(f.value)}" for f in state.constraints],
+        PENDING: [f"- [ ] {_flat(f.key)}" for f in plan if f.value != "completed"],
+        APPROVALS: [f"- {_one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(APPROVAL)],
+        VERIFIED: [f"- {_one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(VERIFICATION)],
+    }
+    optional: list[tuple[str, list[str]]] = [] if brief else [
+        (FACTS, _fact_lines(_key_facts(state, rules.max_facts, visible, focus), rules.value_chars)),
+        (DECISIONS, [f"- {_one_line(f.value, 300)}" for f in state.of_kind(DECISION)][::-1][: rules.max_decisions]),
+        (COMPLETED, [f"- [x] {_one_line(f.key, 200)}" for f in plan if f.value == "completed"][::-1]
+         [: rules.max_completed]),
+        (FAILED, [f"- {a.tool} {_one_line(a.arguments, 160)} -> {_one_line(a.gist, 200)}{_ref(a)}"
+                  for a in _failed_approaches(state.actions, rules.max_failures)][::-1]),
+    ]
+    room: int | None = None
+    if max_tokens is not None and count is not None:
+        fixed = essential + [line for title, lines in sections.items() if lines for line in (title, *lines)]
+        room = max_tokens - count("\n".join(fixed))
+    for title, lines in optional:
+        chosen: list[str] = []
+        for line in lines:  # in priority order; what does not fit is skipped, smaller ones may still fit
+            cost = 0
+            if count is not None:
+                cost = count(line) + 1 + (0 if chosen else count(title) + 1)
+            if room is not None and cost > room:
+                continue
+            chosen.append(line)
+            if room is not None:
+                room -= cost
+        sections[title] = chosen if title == FACTS else chosen[::-1]  # shown oldest first
+    out = list(essential)
+    for title in SECTION_ORDER:
+        if sections.get(title):
+            out.append(title)
+            out.extend(sections[title])
+    return "\n".join(out)
+
+
+CONSTRAINTS = "Constraints (always apply):"
+PENDING = "Pending:"
+COMPLETED = "Completed:"
+DECISIONS = "Decisions:"
+APPROVALS = "Approvals:"
+VERIFIED = "Verification:"
+FACTS = "Key facts (from tool outputs and the user, by what they describe):"
+FAILED = "Failed approaches (do not repeat as is):"
+SECTION_ORDER = (CONSTRAINTS, PENDING, COMPLETED, DECISIONS, APPROVALS, VERIFIED, FACTS, FAILED)
 
 
 def state_snapshot(state: TaskState, goal: str) -> dict[str, object]:
@@ -142,6 +146,63 @@ def state_snapshot(state: TaskState, goal: str) -> dict[str, object]:
                    for a in _failed_approaches(state.actions, 50)],
         "actions": len(state.actions),
     }
+
+
+def _key_facts(state: TaskState, limit: int, visible: str, focus: str) -> list[list[Fact]]:
+    """Groups of facts (the fields of one object, or one entity) to show, in priority order: not the model's own
+    words, not already in view; groups about something the dialogue names first, then the most recently updated;
+    `limit` facts in all."""
+    if limit <= 0:
+        return []
+    groups: dict[str, list[Fact]] = {}
+    for fact in state.facts.values():  # oldest update first
+        if fact.kind in SECTION_KINDS or fact.source == "assistant" or (visible and _fact_value(fact) in visible):
+            continue
+        groups.setdefault(_group(fact), []).append(fact)
+    said_by_user, said_by_assistant = (part.lower() for part in (focus.split("\0", 1) + [""])[:2])
+
+    def rank(item: tuple[str, list[Fact]]) -> tuple[int, int]:
+        group = item[0].lower()
+        named = 2 if group and group in said_by_user else 1 if group and group in said_by_assistant else 0
+        return named, max(f.turn for f in item[1])
+
+    ranked = sorted(groups.items(), key=rank, reverse=True)
+    chosen: list[list[Fact]] = []
+    used = 0
+    for _, facts in ranked:
+        if used >= limit:
+            break
+        facts = facts[-(limit - used):]
+        chosen.append(facts)
+        used += len(facts)
+    return chosen
+
+
+def _group(fact: Fact) -> str:
+    """What a fact describes: the object that qualifies a field (`mia_li_3668.dob` -> mia_li_3668), else ""."""
+    if fact.kind == FIELD and "." in fact.key:
+        return fact.key.split(".", 1)[0]
+    return ""
+
+
+def _fact_lines(groups: list[list[Fact]], value_chars: int) -> list[str]:
+    lines: list[str] = []
+    for facts in groups:
+        group = _group(facts[0])
+        if group:
+            fields = "; ".join(f"{f.key[len(group) + 1:]}={_one_line(f.value, value_chars)}" for f in facts)
+            lines.append(f"- {group}{_ref(facts[-1])}: {fields}")
+            continue
+        for fact in facts:
+            value = _one_line(fact.value, value_chars)
+            shown = value if fact.key.lower() in value.lower() else f"{fact.key} = {value}"
+            lines.append(f"- {shown}{_ref(fact)}")
+    return lines
+
+
+def _fact_value(fact: Fact) -> str:
+    """The part of a fact that shows it is in view: the value of a field, else the entity (the key)."""
+    return fact.value if fact.kind == FIELD else fact.key
 
 
 def _failed_approaches(actions: list[Action], limit: int) -> list[Action]:

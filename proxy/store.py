@@ -20,7 +20,7 @@ import sqlite_utils
 from .logs import get_logger
 from .records import Action, Fact
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
 _IN_CHUNK = 500  # host parameters per IN (...) query
 
 
@@ -68,7 +68,19 @@ def _migrate_to_1(db: sqlite_utils.Database) -> None:
     db["checkpoints"].create_index(["session_id", "node"], if_not_exists=True)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1]
+def _migrate_to_2(db: sqlite_utils.Database) -> None:
+    """Names per message, for the index of names in elided turns."""
+    if "names" not in db["messages"].columns_dict:
+        db["messages"].add_column("names", str)
+
+
+def _migrate_to_3(db: sqlite_utils.Database) -> None:
+    """Which role a fact came from (tool outputs are what the system knew)."""
+    if "source" not in db["facts"].columns_dict:
+        db["facts"].add_column("source", str)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3]
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,7 @@ class NodeRow:
     tool: str
     gist: str
     outcome: str
+    names: str  # space-separated
 
 
 @dataclass
@@ -97,6 +110,7 @@ class NewMessage:
     gist: str
     outcome: str
     evidence: str | None  # content to index under ref, None for messages not worth recalling
+    names: tuple[str, ...] = ()
 
 
 class Store:
@@ -223,10 +237,11 @@ class Store:
             for chunk in _chunks(hashes):
                 marks = ",".join("?" * len(chunk))
                 for row in self._read.execute(
-                    f"SELECT hash, session_id, depth, tokens, ref, tool, gist, outcome FROM messages WHERE hash IN ({marks})",
+                    f"SELECT hash, session_id, depth, tokens, ref, tool, gist, outcome, names FROM messages"
+                    f" WHERE hash IN ({marks})",
                     chunk,
                 ):
-                    found[row[0]] = NodeRow(*row)
+                    found[row[0]] = NodeRow(*row[:8], row[8] or "")
         return found
 
     def message_bodies(self, hashes: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -252,10 +267,11 @@ class Store:
         with self._transaction() as conn:
             for item in messages:
                 cursor = conn.execute(
-                    "INSERT OR IGNORE INTO messages (hash, session_id, parent, depth, role, body, tokens, ref, tool, gist, outcome, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO messages (hash, session_id, parent, depth, role, body, tokens, ref, tool, gist,"
+                    " outcome, names, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (item.hash, session_id, item.parent, item.depth, str(item.message.get("role")),
-                     orjson.dumps(item.message).decode(), item.tokens, item.ref, item.tool, item.gist, item.outcome, now),
+                     orjson.dumps(item.message).decode(), item.tokens, item.ref, item.tool, item.gist, item.outcome,
+                     " ".join(item.names), now),
                 )
                 if cursor.rowcount and item.evidence:
                     conn.execute(
@@ -263,9 +279,10 @@ class Store:
                         (session_id, item.ref, item.hash, str(item.message.get("role")), item.tool, item.evidence, item.tokens),
                     )
             conn.executemany(
-                "INSERT INTO facts (session_id, node, turn, kind, key, value, evidence_ref, supersedes, superseded)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                [(session_id, node, f.turn, f.kind, f.key, f.value, f.evidence_ref, older) for node, f, older in facts],
+                "INSERT INTO facts (session_id, node, turn, kind, key, value, evidence_ref, supersedes, superseded, source)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                [(session_id, node, f.turn, f.kind, f.key, f.value, f.evidence_ref, older, f.source)
+                 for node, f, older in facts],
             )
             conn.executemany(
                 "UPDATE facts SET superseded = 1 WHERE session_id = ? AND node = ? AND kind = ? AND key = ?",
@@ -292,10 +309,11 @@ class Store:
             for chunk in _chunks(hashes):
                 marks = ",".join("?" * len(chunk))
                 for row in self._read.execute(
-                    f"SELECT id, node, turn, kind, key, value, evidence_ref FROM facts WHERE session_id = ? AND node IN ({marks})",
+                    f"SELECT id, node, turn, kind, key, value, evidence_ref, source FROM facts"
+                    f" WHERE session_id = ? AND node IN ({marks})",
                     (session_id, *chunk),
                 ):
-                    facts.append((order[row[1]], row[0], row[1], Fact(row[3], row[4], row[5], row[2], row[6])))
+                    facts.append((order[row[1]], row[0], row[1], Fact(row[3], row[4], row[5], row[2], row[6], row[7] or "")))
                 for row in self._read.execute(
                     f"SELECT id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref FROM actions"
                     f" WHERE session_id = ? AND node IN ({marks})",

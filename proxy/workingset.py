@@ -37,6 +37,7 @@ class Conversation:
     tool_names: Sequence[str]  # for a tool result, the tool that was called; else ""
     gists: Sequence[str]  # for a tool result, its one-line gist; else ""
     outcomes: Sequence[str]  # for a tool result, "ok" or "error"; else ""
+    names: Sequence[tuple[str, ...]] = ()  # names in each message (paths, identifiers), for the index
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -57,6 +58,7 @@ class Epoch:
     digest_lines: tuple[str, ...] = ()
     folded_steps: int = 0  # digest lines folded into a count to respect digest.max_tokens
     folded_failed: int = 0
+    names: tuple[str, ...] = ()  # names of elided messages not shown elsewhere, most recently seen first
     head_state: str = ""  # task state as of this compaction (state.position head or both)
     tokens_before: int = 0
     tokens_after: int = 0
@@ -157,11 +159,15 @@ def segment(messages: Sequence[Message]) -> list[tuple[int, int]] | None:
 
 
 def pinned_indices(messages: Sequence[Message]) -> set[int]:
-    """System and developer messages, the task (first user turn) and the latest user turn."""
+    """System and developer messages, the task (first user turn), the latest user turn and the assistant reply
+    it answers (a confirmation is meaningless without the question)."""
     pinned = {i for i, m in enumerate(messages) if m.get("role") in PINNED_ROLES}
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     if users:
         pinned.update((users[0], users[-1]))
+        before = users[-1] - 1
+        if before > users[0] and messages[before].get("role") == "assistant" and not messages[before].get("tool_calls"):
+            pinned.add(before)
     return pinned
 
 
@@ -201,6 +207,8 @@ def compacted_message(epoch: Epoch) -> Message | None:
     digest = digest_text(epoch)
     if digest:
         parts.append(digest)
+    if epoch.names:
+        parts.append("## Names in elided turns (recall by ref, or by query)\n" + " ".join(epoch.names))
     if not parts:
         return None
     header = (f"{WORKSET_TAG} Earlier turns of this conversation were compacted by workset, the context proxy. "
@@ -297,15 +305,17 @@ class Budget:
 
 
 def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], previous: Epoch | None,
-                    policy: Policy, budget: Budget, fixed_tokens: int, head_state: str, counter: TokenCounter,
-                    excerpt: Excerpt, reason: str = "budget", digest_limit: int | None = None) -> Epoch:
-    """A new epoch that brings the working set to the budget's target.
+                    policy: Policy, budget: Budget, fixed_tokens: int, state_tokens: int, counter: TokenCounter,
+                    excerpt: Excerpt, reason: str = "budget", digest_limit: int | None = None,
+                    names_limit: int | None = None) -> Epoch:
+    """A new epoch that brings the working set to the budget's target (its head_state is filled in afterwards,
+    knowing what stays in view; `state_tokens` is reserved for it).
 
-    First every tool output older than the newest `recent_turns` units becomes a placeholder; then the oldest
-    whole units after the task leave, each replaced by a digest line. Only if that is not enough do the recent
-    units give way, oldest first (masked, then removed), never the newest unit or a pinned message.
-    `fixed_tokens` are the parts outside the messages (tool definitions, live state). The digest keeps its
-    newest lines within `digest_limit` tokens (default: the policy's digest quota of this budget)."""
+    First every tool output older than the newest `recent_turns` units becomes a placeholder. Then the oldest
+    tool turns (an assistant message with its tool results) after the task leave, each replaced by a digest
+    line; the dialogue between them (user turns, the assistant's replies) stays, and leaves only if that is not
+    enough. Only then do the recent units give way, oldest first (masked, then removed), never the newest unit
+    or a pinned message. `fixed_tokens` are the parts outside the messages (tool definitions, live state)."""
     messages = conversation.messages
     count = len(messages)
     task = first_user(messages)
@@ -325,55 +335,80 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
             return 0
         return _shown_tokens(conversation, index, policy, counter, excerpt, masked=index <= masked_through)
 
-    header = compacted_message(Epoch(tip=0, tip_hash="", digest_lines=("-",)))
-    current = fixed_tokens + sum(shown(i) for i in range(count)) + counter.message(header or {}, generated=True)
-    current += counter.cached_text(head_state) + sum(counter.cached_text(line) + 1 for line in lines)
+    def is_dialogue(unit: tuple[int, int]) -> bool:
+        first = messages[unit[0]]
+        return first.get("role") == "user" or (first.get("role") == "assistant" and not first.get("tool_calls"))
 
-    def remove(unit: tuple[int, int]) -> int:
-        nonlocal removed_through
-        freed = 0
+    if names_limit is None:
+        names_limit = int(policy.digest.names_share * budget.limit)
+    if digest_limit is None:
+        digest_limit = digest_quota(policy, budget.limit)
+    header = compacted_message(Epoch(tip=0, tip_hash="", digest_lines=("-",), names=("-",)))
+    # The state and the names index are sized after the plan, and the digest is folded to its quota: their
+    # quotas are counted now, so the plan never underestimates.
+    overhead = fixed_tokens + counter.message(header or {}, generated=True) + state_tokens + names_limit
+    shown_total = sum(shown(i) for i in range(count))
+    digest_total = sum(counter.cached_text(line) + 1 for line in lines)
+
+    def total() -> int:
+        return overhead + shown_total + min(digest_total, digest_limit)
+
+    def remove(unit: tuple[int, int]) -> None:
+        nonlocal removed_through, shown_total, digest_total
+        shown_total -= sum(shown(i) for i in range(unit[0], unit[1] + 1) if i not in pinned)
         for index in range(unit[0], unit[1] + 1):
             if index in pinned:
                 kept.add(index)
             else:
-                freed += shown(index)
-        removed_through = unit[1]
-        added = 0
-        for line in digest_lines(conversation, unit, policy):
+                kept.discard(index)
+        removed_through = max(removed_through, unit[1])
+        for line in digest_lines(conversation, unit, policy) if unit[0] not in pinned else ():
             lines.append(line)
-            added += counter.cached_text(line) + 1
-        return added - freed
+            digest_total += counter.cached_text(line) + 1
 
-    def mask(unit: tuple[int, int]) -> int:
-        nonlocal masked_through
+    def mask(unit: tuple[int, int]) -> None:
+        nonlocal masked_through, shown_total
         before = sum(shown(i) for i in range(unit[0], unit[1] + 1))
         masked_through = max(masked_through, unit[1])
-        return sum(shown(i) for i in range(unit[0], unit[1] + 1)) - before
+        shown_total += sum(shown(i) for i in range(unit[0], unit[1] + 1)) - before
 
-    # Phase 1: the oldest whole units after the task leave until the target is reached.
-    for unit in units:
-        if current <= budget.target:
+    older = [unit for unit in units if after_task < unit[0] and unit[1] < recent_start]
+    # Phase 1: the oldest tool turns leave; dialogue in between is kept for now.
+    for unit in older:
+        if total() <= budget.target:
             break
-        if removed_through < unit[0] and unit[1] < recent_start:
-            current += remove(unit)
-    # Phase 2: recent units give way, oldest first, the newest unit always kept.
-    for unit in recent[:-1]:
-        if current <= budget.target:
+        if removed_through >= unit[0]:
+            continue
+        if is_dialogue(unit):
+            kept.update(range(unit[0], unit[1] + 1))
+            removed_through = unit[1]
+        else:
+            remove(unit)
+    # Phase 2: the kept dialogue leaves too, oldest first (pinned user turns stay).
+    for unit in older:
+        if total() <= budget.target:
             break
-        current += mask(unit)
+        if unit[1] <= removed_through and is_dialogue(unit) and unit[0] in kept and unit[0] not in pinned:
+            remove(unit)
+    # Phase 3: recent units give way, oldest first, the newest unit always kept.
     for unit in recent[:-1]:
-        if current <= budget.target:
+        if total() <= budget.target:
+            break
+        mask(unit)
+    for unit in recent[:-1]:
+        if total() <= budget.target:
             break
         if removed_through < unit[0]:
-            current += remove(unit)
+            remove(unit)
+    lines.sort(key=_line_turn)
     # Fold the oldest digest lines into a count when the digest passes its quota.
     line_tokens = [counter.cached_text(line) + 1 for line in lines]
-    if digest_limit is None:
-        digest_limit = digest_quota(policy, budget.limit)
     while lines and sum(line_tokens) > digest_limit:
         line_tokens.pop(0)
         folded_failed += " -> error:" in lines.pop(0)
         folded_steps += 1
+    removed = {i for i in range(after_task + 1, removed_through + 1) if i not in kept}
+    index = names_index(conversation, removed, masked_through, policy, counter, names_limit)
     hashes = conversation.hashes
     return Epoch(
         tip=count - 1,
@@ -386,9 +421,45 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
         digest_lines=tuple(lines),
         folded_steps=folded_steps,
         folded_failed=folded_failed,
-        head_state=head_state,
+        names=index,
         reason=reason,
     )
+
+
+def _line_turn(line: str) -> int:
+    """Digest lines read `- turn N ...`: sorted by N they tell the removed turns in order."""
+    parts = line.split(" ", 3)
+    return int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else -1
+
+
+def names_index(conversation: Conversation, removed: set[int], masked_through: int, policy: Policy,
+                counter: TokenCounter, limit: int) -> tuple[str, ...]:
+    """Names of the messages an epoch elides (removed turns, masked or excerpted outputs) that no message shown
+    verbatim carries, most recently seen first, within `limit` tokens. Content leaves; its names stay in view."""
+    if limit <= 0 or not conversation.names:
+        return ()
+    messages = conversation.messages
+    task = first_user(messages)
+    shown: set[str] = set()
+    last_seen: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        names = conversation.names[index]
+        elided = index in removed or (is_tool_result(message) and (
+            index <= masked_through or conversation.tokens[index] - MESSAGE_OVERHEAD > policy.tool_outputs.max_tokens))
+        if elided and (task is None or index > task):
+            for name in names:
+                last_seen[name] = index
+        else:
+            shown.update(names)
+    chosen: list[str] = []
+    used = 0
+    for name in sorted((n for n in last_seen if n not in shown), key=lambda n: (-last_seen[n], n)):
+        cost = counter.cached_text(" " + name)
+        if used + cost > limit:
+            break
+        chosen.append(name)
+        used += cost
+    return tuple(chosen)
 
 
 def digest_quota(policy: Policy, budget_tokens: int) -> int:

@@ -50,11 +50,15 @@ def forwarded_tokens(messages: list[dict[str, Any]], tools: Any, counter: TokenC
 
 
 def pinned_tokens(sent: list[dict[str, Any]], request: list[dict[str, Any]], tools: Any, counter: TokenCounter) -> int:
-    """Tokens of what may never be dropped: system messages, the task, the latest user turn, the newest unit as
-    shown, workset's own state messages (without the digest), and the tool definitions."""
-    users = [m for m in request if m.get("role") == "user"]
+    """Tokens of what may never be dropped: system messages, the task, the latest user turn and the assistant reply
+    it answers, the newest unit as shown, workset's own state messages (without the digest), and the tool
+    definitions."""
+    users = [i for i, m in enumerate(request) if m.get("role") == "user"]
     keep = [m for m in request if m.get("role") in ("system", "developer")]
-    keep += users[:1] + users[-1:]
+    keep += [request[i] for i in users[:1] + users[-1:]]
+    answered = users[-1] - 1 if users else -1  # the assistant reply the latest user turn answers
+    if answered > users[0] and request[answered].get("role") == "assistant" and not request[answered].get("tool_calls"):
+        keep.append(request[answered])
     shown = [m for m in sent if not message_text(m).startswith(WORKSET_TAG) or m.get("role") == "tool"]
     units = Pairing().feed(shown).units
     if units:

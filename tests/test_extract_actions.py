@@ -106,7 +106,7 @@ def test_tau_error_string_and_json_success() -> None:
         "Error: payment amount does not add up, total price is 305, but paid 255 (1 line)",
     )
     booked = extract(messages[29], MessageContext(index=29)).actions[0]
-    assert booked.outcome == "ok" and booked.gist.startswith('{"reservation_id": "HATHAT"')
+    assert booked.outcome == "ok" and booked.gist.startswith("reservation_id=HATHAT user_id=mia_li_3668")
 
 
 def test_json_error_fields() -> None:

@@ -138,7 +138,7 @@ def test_repeated_mentions_count_once() -> None:
 def test_tau_user_id_in_a_user_turn() -> None:
     message = trace("tau-dev", "tau-airline/task0/trial0")["messages"][3]
     facts = extract(message, MessageContext(index=3, ref="ev3")).facts
-    assert Fact(IDENTIFIER, "mia_li_3668", "Sure, my user ID is mia_li_3668.", 3, "ev3") in facts
+    assert Fact(IDENTIFIER, "mia_li_3668", "Sure, my user ID is mia_li_3668.", 3, "ev3", "user") in facts
 
 
 @requires_traces

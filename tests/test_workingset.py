@@ -46,6 +46,12 @@ def agent_run(steps: int, output_words: int = 60) -> list[dict]:
     return messages
 
 
+def planned(conv: Conversation, units: list, previous, rules: Policy, budget: Budget, state: str = ""):
+    """plan_compaction with `state` as the frozen head state (the engine renders it after planning)."""
+    epoch = plan_compaction(conv, units, previous, rules, budget, 0, COUNTER.cached_text(state), COUNTER, EXCERPT)
+    return replace(epoch, head_state=state)
+
+
 def policy(**budget: object) -> Policy:
     return replace(Policy(), recent_turns=3, budget=replace(BudgetRules(), **budget))
 
@@ -98,7 +104,7 @@ def test_compaction_masks_old_outputs_removes_oldest_turns_and_reaches_target() 
     budget = Budget.of(rules, 4000)
     units = segment(messages)
     assert units is not None
-    epoch = plan_compaction(conv, units, None, rules, budget, 0, "## Task state\nGoal: fix", COUNTER, EXCERPT)
+    epoch = planned(conv, units, None, rules, budget, "## Task state\nGoal: fix")
     result = build(conv, epoch, rules, COUNTER, EXCERPT)
     assert result.tokens <= budget.target
     # system prompt and task first, verbatim; then the compacted message with state and digest
@@ -121,7 +127,7 @@ def test_masked_outputs_become_placeholders_with_ref() -> None:
     rules = policy(max_input_tokens=4000, target_ratio=0.7)
     units = segment(messages)
     assert units is not None
-    epoch = plan_compaction(conv, units, None, rules, Budget.of(rules, 4000), 0, "", COUNTER, EXCERPT)
+    epoch = planned(conv, units, None, rules, Budget.of(rules, 4000), "")
     result = build(conv, epoch, rules, COUNTER, EXCERPT)
     placeholders = [m for m in result.messages if m["role"] == "tool" and m["content"].startswith(WORKSET_TAG)]
     assert placeholders, "old outputs should be elided before whole turns are removed"
@@ -136,7 +142,7 @@ def test_prefix_is_stable_between_compactions() -> None:
     units = segment(messages[:40])
     assert units is not None
     conv = conversation(messages[:40])
-    epoch = plan_compaction(conv, units, None, rules, Budget.of(rules, 4000), 0, "state", COUNTER, EXCERPT)
+    epoch = planned(conv, units, None, rules, Budget.of(rules, 4000), "state")
     before = build(conv, epoch, rules, COUNTER, EXCERPT).messages
     after = build(conversation(messages[:44]), epoch, rules, COUNTER, EXCERPT).messages
     assert after[: len(before)] == before
@@ -148,9 +154,9 @@ def test_second_compaction_anchors_on_the_first_digest() -> None:
     rules = policy(max_input_tokens=4000)
     budget = Budget.of(rules, 4000)
     first_conv = conversation(messages[:40])
-    first = plan_compaction(first_conv, segment(messages[:40]) or [], None, rules, budget, 0, "", COUNTER, EXCERPT)
+    first = planned(first_conv, segment(messages[:40]) or [], None, rules, budget, "")
     conv = conversation(messages)
-    second = plan_compaction(conv, segment(messages) or [], first, rules, budget, 0, "", COUNTER, EXCERPT)
+    second = planned(conv, segment(messages) or [], first, rules, budget, "")
     assert second.removed_through > first.removed_through
     assert second.digest_lines[: len(first.digest_lines)] == first.digest_lines or second.folded_steps > 0
 
@@ -161,7 +167,7 @@ def test_pinned_messages_are_never_removed() -> None:
     messages.append({"role": "user", "content": "Status?"})
     conv = conversation(messages)
     rules = policy(max_input_tokens=3000)
-    epoch = plan_compaction(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), 0, "", COUNTER, EXCERPT)
+    epoch = planned(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), "")
     result = build(conv, epoch, rules, COUNTER, EXCERPT)
     for index in pinned_indices(messages):
         assert messages[index] in result.messages
@@ -181,5 +187,5 @@ def test_build_is_deterministic(steps: int) -> None:
     messages = agent_run(steps)
     rules = policy(max_input_tokens=3000)
     conv = conversation(messages)
-    epoch = plan_compaction(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), 0, "s", COUNTER, EXCERPT)
+    epoch = planned(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), "s")
     assert build(conv, epoch, rules, COUNTER, EXCERPT) == build(conversation(messages), epoch, rules, COUNTER, EXCERPT)

@@ -5,25 +5,16 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
+from ..extract.names import names
 from ..messages import message_text
 from ..records import Message
 
-# Identifiers an agent's next action may reuse: paths, dotted / snake_case / camelCase names, ids, long numbers.
-_IDENTIFIER = re.compile(
-    r"(?:[\w.-]*/[\w./-]*\w)"  # file paths (a slash inside)
-    r"|(?:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)"  # dotted names
-    r"|(?:[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+)"  # snake_case and ids such as mia_li_3668
-    r"|(?:[a-z]+(?:[A-Z][a-z0-9]+)+)"  # camelCase
-    r"|(?:[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)"  # PascalCase with an inner capital
-    r"|(?:\b(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{4,}\b)"  # ids such as ABC123, HAT136
-    r"|(?:\b\d{3,}\b)"  # numbers of three or more digits
-)
 _REF = re.compile(r"\[ref:[0-9a-f]+\]")
-MIN_IDENTIFIER = 4
 
 
 def identifiers(text: str) -> set[str]:
-    return {match for match in _IDENTIFIER.findall(text) if len(match) >= MIN_IDENTIFIER}
+    """The names of the next-step recall metric (the issue's definition; the same kinds workset indexes)."""
+    return names(text)
 
 
 def readable_text(message: Message) -> str:

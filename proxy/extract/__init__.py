@@ -60,7 +60,8 @@ def extract(message: Message, context: MessageContext) -> Extraction:
         triples = _tool(text, data, context.call, action)
     else:
         return Extraction()
-    return Extraction(facts=_facts(triples, context), actions=actions)
+    source = "tool" if role in ("tool", "function") else str(role)
+    return Extraction(facts=_facts(triples, context, source), actions=actions)
 
 
 def _tool_calls(message: Message) -> list[ToolCall]:
@@ -76,7 +77,7 @@ def _tool_calls(message: Message) -> list[ToolCall]:
     return tool_calls({"tool_calls": entries, "function_call": legacy if isinstance(legacy, dict) else None})
 
 
-def _facts(triples: list[_Triple], context: MessageContext) -> tuple[Fact, ...]:
+def _facts(triples: list[_Triple], context: MessageContext, source: str) -> tuple[Fact, ...]:
     """Fact records, one per (kind, key): the first occurrence in the message wins."""
     seen: set[tuple[str, str]] = set()
     facts: list[Fact] = []
@@ -84,7 +85,7 @@ def _facts(triples: list[_Triple], context: MessageContext) -> tuple[Fact, ...]:
         if not key or (kind, key) in seen:
             continue
         seen.add((kind, key))
-        facts.append(Fact(kind=kind, key=key, value=value, turn=context.index, evidence_ref=context.ref))
+        facts.append(Fact(kind=kind, key=key, value=value, turn=context.index, evidence_ref=context.ref, source=source))
     return tuple(facts)
 
 

@@ -8,7 +8,7 @@ from ..records import Action, Message, MessageContext, ToolCall
 from .facts import parse_json
 from .text import clip, clip_middle, collapse
 
-MAX_GIST_CHARS = 160  # the gist line itself; the size note is appended after it
+MAX_GIST_CHARS = 600  # the stored gist line (policies show less); the size note is appended after it
 MAX_VERIFICATION_KEY_CHARS = 100
 _RC_PROBE_LINES = 2  # exit-code notes are looked for only this many lines from either end
 
@@ -148,10 +148,43 @@ def _gist(text: str, data: object, max_chars: int) -> tuple[str, str]:
     code = return_code(text, head, tail)
     error_line = _error_line(text, head, tail, code, data)
     size = _size(_line_count(text) if head else 0, len(text))
+    if error_line is None and data is not None:
+        return "ok", json_gist(data, max_chars, len(text))
     if error_line is None:
         return "ok", f"{clip_middle(collapse(head[0]), max_chars) if head else '(no output)'}{size}"
     prefix = f"exit {code}: " if code not in (None, 0) else ""
     return "error", f"{prefix}{clip_middle(collapse(error_line), max_chars) if error_line else '(no output)'}{size}"
+
+
+def json_gist(data: object, max_chars: int, chars: int) -> str:
+    """A JSON output as its scalar values in document order, `key=value` with the innermost key: the values an
+    agent acts on (ids, names, dates, amounts) survive where a raw first line would show only punctuation."""
+    parts: list[str] = []
+    length = 0
+    count = 0
+
+    def walk(value: object, key: str) -> None:
+        nonlocal length, count
+        if isinstance(value, dict):
+            for child_key, child in value.items():
+                child_key = str(child_key)
+                if any(ch.isdigit() for ch in child_key) and length <= max_chars:
+                    parts.append(f"{child_key}:")  # an object keyed by id (payment methods): the id is a value
+                    length += len(child_key) + 2
+                walk(child, child_key)
+        elif isinstance(value, list):
+            for child in value:
+                walk(child, key)
+        else:
+            count += 1
+            if length <= max_chars:
+                part = f"{key}={value}" if key else str(value)
+                parts.append(part)
+                length += len(part) + 1
+
+    walk(data, "")
+    shown = clip(" ".join(parts), max_chars)
+    return f"{shown} ({count} values{f', {chars / 1000:.1f}k chars' if chars >= 1000 else ''})"
 
 
 def _size(count: int, chars: int) -> str:
