@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CONFIG ?= config.yaml
 
+TRACES ?= ../shared/traces
+
 .PHONY: install run test bench eval clean
 
 install: $(STAMP)
@@ -12,7 +14,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,eval]'
 	touch $(STAMP)
 
 run: install
@@ -23,6 +25,12 @@ test: install
 
 bench: install
 	$(BIN)/python -m bench.latency
+
+# Every preset and the baselines on the shared traces. tau-dev runs under a 5,000-token budget: small enough to
+# force compaction on its longer runs (its 14 tool definitions alone take 1,366 tokens, the policy prompt 1,252).
+eval: install
+	$(BIN)/workset eval $(TRACES)/swe-dev.jsonl.gz --baselines --json docs/eval-swe-dev.json --plot docs/eval-swe-dev.png
+	$(BIN)/workset eval $(TRACES)/tau-dev.jsonl.gz --baselines --budget 5000 --json docs/eval-tau-dev.json --plot docs/eval-tau-dev.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -22,6 +22,7 @@ from .records import Message
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
 
 WORKSET_TAG = "[workset]"
+STATE_PREFIX = f"{WORKSET_TAG} Current task state"
 
 Excerpt = Callable[[str, int, int], tuple[str, str, int]]
 
@@ -229,7 +230,7 @@ def digest_text(epoch: Epoch) -> str:
 def state_message(text: str) -> Message:
     """Live task state. User role, not system: litellm's Anthropic path hoists system messages into the cached
     system prompt, where a changing state would break the cache."""
-    return {"role": "user", "content": f"{WORKSET_TAG} Current task state, kept by the proxy (not a new request).\n{text}"}
+    return {"role": "user", "content": f"{STATE_PREFIX}, kept by the proxy (not a new request).\n{text}"}
 
 
 def _with_content(message: Message, text: str) -> Message:

@@ -17,6 +17,7 @@ from proxy.engine import Engine
 from proxy.policy import BudgetRules, Policy, StateRules, ToolOutputRules
 from proxy.store import Store
 from proxy.tokens import TokenCounter
+from proxy.workingset import STATE_PREFIX
 
 COUNTER = TokenCounter()
 
@@ -118,4 +119,4 @@ def test_prefix_is_byte_identical_between_compactions(conversation, policy, tmp_
 
 
 def _is_state(message: dict[str, Any]) -> bool:
-    return message.get("role") == "user" and str(message.get("content", "")).startswith("[workset] Current task state")
+    return message.get("role") == "user" and str(message.get("content", "")).startswith(STATE_PREFIX)

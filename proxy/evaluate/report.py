@@ -53,16 +53,20 @@ def plot(path: Path, datasets: dict[str, Evaluation]) -> None:
         longest = _longest_trace(evaluation)
         for strategy, records in evaluation.records.items():
             points = [r for r in records if r.trace == longest]
-            turns_axis.plot([r.turn for r in points], [r.tokens for r in points], label=strategy, linewidth=1.4)
+            style = {"none": (":", 2.4), "passthrough": ("--", 1.0)}.get(strategy, ("-", 1.4))
+            turns_axis.plot([r.turn for r in points], [r.tokens for r in points], label=strategy,
+                            linestyle=style[0], linewidth=style[1])
         turns_axis.set_title(f"{name}: tokens forwarded per turn ({longest})", fontsize=9)
         turns_axis.set_xlabel("message index of the agent's next action")
         turns_axis.set_ylabel("input tokens")
         turns_axis.legend(fontsize=8)
+        points: dict[tuple[float, float], list[str]] = {}
         for row in evaluation.rows:
             recall = row.next_step_recall if row.next_step_recall is not None else 0.0
-            cost_axis.scatter(row.cached_cost_vs_none, recall, s=40)
-            cost_axis.annotate(row.policy, (row.cached_cost_vs_none, recall), fontsize=8,
-                               xytext=(4, 4), textcoords="offset points")
+            points.setdefault((round(row.cached_cost_vs_none, 3), round(recall, 4)), []).append(row.policy)
+        for (cost, recall), names in points.items():  # strategies on the same spot share one label
+            cost_axis.scatter(cost, recall, s=40)
+            cost_axis.annotate(" = ".join(names), (cost, recall), fontsize=8, xytext=(4, 4), textcoords="offset points")
         cost_axis.set_title(f"{name}: cost with prompt caching vs next-step recall", fontsize=9)
         cost_axis.set_xlabel("cached cost relative to forwarding everything")
         cost_axis.set_ylabel("next-step entity recall")

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ingest import extract_at
+from ..messages import message_text
 from ..records import CONSTRAINT, Message
 from ..tokens import TokenCounter
-from ..workingset import Pairing, first_user
+from ..workingset import STATE_PREFIX, Pairing, first_user
 from .metrics import (
     cached_cost,
     flat,
@@ -169,10 +170,11 @@ def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], c
 
 
 def _extends(before: list[Message], after: list[Message]) -> bool:
-    """Whether `after` keeps every message of `before` in place (a trailing live-state message aside)."""
+    """Whether `after` keeps every message of `before` in place (workset's trailing live state aside)."""
     if leading_identical(before, after) == len(before):
         return True
-    return len(before) > 0 and leading_identical(before[:-1], after) == len(before) - 1
+    live_state = bool(before) and message_text(before[-1]).startswith(STATE_PREFIX)
+    return live_state and leading_identical(before[:-1], after) == len(before) - 1
 
 
 def _row(strategy: Strategy, tally: _Tally) -> Row:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Protocol
 
 from ..config import Config
 from ..engine import Engine
+from ..hashing import key_hash
 from ..policy import Policy
 from ..records import Message
 from ..store import Store
@@ -18,6 +19,12 @@ from ..upstream import context_window
 from ..workingset import Pairing, first_user
 
 MASK_PLACEHOLDER = "[output omitted]"
+EVAL_CALLER = key_hash("workset-eval")
+
+
+def session_for(policy: str, trace_id: str) -> str:
+    """One session per trace and policy."""
+    return f"{policy}:{trace_id}"
 
 
 @dataclass
@@ -104,18 +111,19 @@ class Mask:
 class PolicyStrategy:
     """A workset policy, through Engine.prepare and Engine.settle: the server's own code path."""
 
-    def __init__(self, policy: Policy, engine: Engine, model: str) -> None:
+    def __init__(self, policy: Policy, engine: Engine, model: str, caller: str = EVAL_CALLER) -> None:
         self.name = policy.name
         self.policy = policy
         self.engine = engine
         self.model = model
+        self.caller = caller  # a key hash, as the server computes from the bearer key
         self.budget = engine.budget_tokens(model, policy)
 
     def forward(self, trace_id: str, messages: list[Message], tools: list[Any] | None) -> Forwarded:
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
             body["tools"] = tools
-        prepared = self.engine.prepare(body, "workset-eval", f"{self.name}:{trace_id}", self.name)
+        prepared = self.engine.prepare(body, self.caller, session_for(self.name, trace_id), self.name)
         self.engine.settle(prepared)
         return Forwarded(prepared.body["messages"], prepared.compacted)
 
