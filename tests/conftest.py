@@ -42,10 +42,16 @@ class Proxy:
     app: Any
     store_path: Path
     config_path: Path
+    server: ServerThread | None = None
 
     @property
     def engine(self) -> Any:
         return self.app.state.workset.engine
+
+    def stop(self) -> None:
+        """Shut down as in production (lifespan: deferred ingest settled, store closed); idempotent."""
+        if self.server is not None:
+            self.server.stop()
 
     def flush(self) -> None:
         """Finish deferred ingest and wait for queued store writes, so the SQLite file holds everything."""
@@ -101,7 +107,7 @@ def start_proxy(tmp_path: Path, fake: FakeUpstream) -> Iterator[Any]:
         server = ServerThread(app)
         started.append(server)
         server.start()
-        return Proxy(server.url, app, Path(config.store.path), config_path)
+        return Proxy(server.url, app, Path(config.store.path), config_path, server)
 
     yield start
     for server in started:

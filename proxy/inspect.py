@@ -1,0 +1,172 @@
+"""Read-only views of the store: sessions, the task state along a session's latest branch, its checkpoints, and the
+evidence behind a [ref:ID]. Over HTTP every view is scoped to the caller's key; the local CLI reads every key."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .auth import caller_key, require_workset_key
+from .errors import WorksetError, bad_request, error_body
+from .hashing import REF_LENGTH, key_hash
+from .logs import get_logger
+from .messages import message_text
+from .records import Message
+from .state import TaskState, state_snapshot
+from .store import Store
+from .workingset import first_user
+
+if TYPE_CHECKING:
+    from .app import Workset
+
+SESSION_FIELDS = ("id", "explicit_id", "created_at", "updated_at", "model", "policy", "messages")
+MAX_LIMIT = 1000
+_REF = re.compile(f"[0-9a-f]{{{REF_LENGTH}}}")
+
+View = Callable[[Store, str, Request], dict[str, Any]]
+
+
+@dataclass
+class LatestBranch:
+    """A session's most recently written branch, with the task state folded along it."""
+
+    messages: list[Message]
+    hashes: list[str]
+    state: TaskState
+    goal: str  # the first user message: the task
+
+
+# --- views shared by the HTTP routes and the CLI ------------------------------------------------------------------
+
+
+def not_found(what: str, ident: str) -> WorksetError:
+    # The same answer whether the id exists under another key or not at all: nothing leaks across keys.
+    return WorksetError(404, f"{what} {_clip(ident)!r} not found", "invalid_request_error", "not_found")
+
+
+def public(row: dict[str, Any]) -> dict[str, Any]:
+    """A session row without its key hash."""
+    return {name: row.get(name) for name in SESSION_FIELDS}
+
+
+def find_session(store: Store, ident: str, key_hash: str | None) -> dict[str, Any]:
+    """The session whose internal or explicit id is `ident` (of one key, or of any key when None)."""
+    matches = store.find_sessions(ident, key_hash)
+    if not matches:
+        raise not_found("session", ident)
+    return matches[0]
+
+
+def latest_branch(store: Store, session_id: str) -> LatestBranch:
+    """The session's most recently written branch, and its state folded from the store along that path only."""
+    tip = store.latest_tip(session_id)
+    path = store.path_to(tip) if tip else []
+    messages = [row["message"] for row in path]
+    hashes = [row["hash"] for row in path]
+    facts, actions = store.path_records(session_id, hashes)
+    state = TaskState()
+    for _, fact in facts:
+        state.apply_fact(fact)
+    state.actions.extend(action for _, action in actions)
+    task = first_user(messages)
+    return LatestBranch(messages, hashes, state, message_text(messages[task]) if task is not None else "")
+
+
+def session_view(store: Store, row: dict[str, Any]) -> dict[str, Any]:
+    session_id = row["id"]
+    branch = latest_branch(store, session_id)
+    return {
+        "object": "workset.session",
+        **public(row),
+        "branch": {"tip": branch.hashes[-1] if branch.hashes else None, "messages": len(branch.messages)},
+        "state": state_snapshot(branch.state, branch.goal),
+        "facts": store.facts(session_id),
+        "actions": store.actions(session_id),
+    }
+
+
+def evidence_view(store: Store, ref: str, key_hash: str | None) -> dict[str, Any]:
+    if not _REF.fullmatch(ref):
+        raise bad_request(f"a ref is {REF_LENGTH} lowercase hex digits, got {_clip(ref)!r}", "ref", "invalid_ref")
+    row = store.evidence_by_ref(ref, key_hash)
+    if row is None:
+        raise not_found("ref", ref)
+    return row
+
+
+# --- HTTP -----------------------------------------------------------------------------------------------------------
+
+
+def inspection_routes(workset: Workset) -> list[Route]:
+    """GET routes under /v1/workset/ answering for the caller's own key only."""
+    return [
+        Route("/v1/workset/sessions", _endpoint(workset, _sessions), methods=["GET"]),
+        Route("/v1/workset/sessions/{id}", _endpoint(workset, _session), methods=["GET"]),
+        Route("/v1/workset/sessions/{id}/checkpoints", _endpoint(workset, _checkpoints), methods=["GET"]),
+        Route("/v1/workset/evidence/{ref}", _endpoint(workset, _evidence), methods=["GET"]),
+    ]
+
+
+def _sessions(store: Store, caller: str, request: Request) -> dict[str, Any]:
+    rows = store.sessions(caller, _limit(request))
+    return {"object": "list", "data": [public(row) for row in rows]}
+
+
+def _session(store: Store, caller: str, request: Request) -> dict[str, Any]:
+    return session_view(store, find_session(store, request.path_params["id"], caller))
+
+
+def _checkpoints(store: Store, caller: str, request: Request) -> dict[str, Any]:
+    row = find_session(store, request.path_params["id"], caller)
+    return {"object": "list", "data": store.checkpoints(row["id"])}
+
+
+def _evidence(store: Store, caller: str, request: Request) -> dict[str, Any]:
+    return evidence_view(store, request.path_params["ref"], caller)
+
+
+def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            key = caller_key(request)
+            require_workset_key(workset.config, key)
+            _settle_all(workset)
+            return _json(200, view(workset.store, key_hash(key), request))
+        except WorksetError as error:
+            return _json(error.status, error.body())
+        except Exception as error:  # a store fault: answered in OpenAI's format, and logged
+            get_logger().error("inspection_failed", path=request.url.path, exc_info=True,
+                               error=f"{error.__class__.__name__}: {error}")
+            return _json(500, error_body("workset could not read its store", "server_error", "internal_error"))
+
+    return endpoint
+
+
+def _settle_all(workset: Workset) -> None:
+    """Deferred ingest first, so the store holds every request already answered. A branch that fails to settle
+    is dropped by Sessions and logged; what is stored is still shown."""
+    try:
+        workset.engine.sessions.settle_all()
+    except Exception as error:
+        get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
+
+
+def _limit(request: Request) -> int:
+    text = request.query_params.get("limit", "100")
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        raise bad_request(f"limit must be an integer from 1 to {MAX_LIMIT}, got {_clip(text)!r}", "limit")
+    return int(text)
+
+
+def _json(status: int, payload: dict[str, Any]) -> Response:
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
