@@ -16,13 +16,19 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route as HttpRoute
 
+from . import recall
+from .auth import caller_key as _caller_key
 from .config import Config
 from .engine import Engine, Prepared, UnknownPolicy
 from .errors import WorksetError, error_body
 from .hashing import key_hash
+from .inspect import inspection_routes
 from .logs import configure, get_logger
 from .policy import Policy
+from .recall import Resolver
+from .retention import start_retention
 from .store import Store
+from .summarize import Job, summary_text
 from .tokens import TokenCounter
 from .upstream import Reply, Stream, Upstream, context_window, route
 from .validate import check_chat, check_model, parse_json_object
@@ -53,9 +59,11 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         log.info("started", store=str(store_path), policy=config.policy, models=[d.model_name for d in config.model_list])
+        retention = start_retention(engine, config.store.retention_days)
         try:
             yield
         finally:
+            retention.cancel()
             await upstream.close()
             engine.sessions.settle_all()
             store.close()
@@ -83,6 +91,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
         HttpRoute("/v1/models", models, methods=["GET"]),
         HttpRoute("/models", models, methods=["GET"]),
         HttpRoute("/healthz", health, methods=["GET"]),
+        *inspection_routes(workset),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found, 405: _not_allowed})
     app.state.workset = workset
@@ -113,6 +122,10 @@ async def _chat(workset: Workset, request: Request) -> Response:
         prepared = _prepare(workset, body, key_hash(caller_key), explicit, policy_name, fields)
         fields.update(session=prepared.session_id, policy=prepared.policy, tokens_original=prepared.tokens_original,
                       tokens_sent=prepared.tokens_sent, compacted=prepared.compacted, new_messages=prepared.new_messages)
+        if prepared.epoch is not None:
+            fields.update(compaction=prepared.epoch.reason, summary=prepared.epoch.summary_check or "none",
+                          state_check=prepared.epoch.state_check)
+        _start_summary(workset, prepared, caller_key)
         if prepared.note:
             fields["note"] = prepared.note
         if config.logging.content:
@@ -124,8 +137,12 @@ async def _chat(workset: Workset, request: Request) -> Response:
         # to the provider: it overlaps the provider's latency instead of adding to it.
         asyncio.get_running_loop().call_soon(_settle, workset.engine, prepared)
         called = time.perf_counter()
-        result = await workset.upstream.chat(target, outgoing, caller_key, _lower_headers(request))
+        client_headers = _lower_headers(request)
+        result = await workset.upstream.chat(target, outgoing, caller_key, client_headers)
         fields["upstream_ms"] = round((time.perf_counter() - called) * 1000, 3)  # headers in (whole body if not streamed)
+        if prepared.recall:
+            result = await _answer_recall(workset, prepared, target, outgoing, caller_key, client_headers, result,
+                                          fields)
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
         _log_request(log, fields, started)
@@ -154,6 +171,72 @@ def _prepare(workset: Workset, body: dict[str, Any], caller: str, explicit: str 
         except Exception:
             original = 0
         return Prepared(body, None, policy_name or "", original, original, note="fail open")
+
+
+async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outgoing: dict[str, Any],
+                         caller_key: str | None, client_headers: dict[str, str], result: Reply | Stream,
+                         fields: dict[str, Any]) -> Reply | Stream:
+    """The model may call workset_recall: answer it from the store and ask again (see proxy.recall)."""
+    policy = workset.engine.policies[prepared.policy]
+    resolver = Resolver(workset.store, workset.engine.counter, prepared.session_id or "", policy.recall.max_tokens,
+                        policy.recall.search_results)
+
+    async def ask(body: dict[str, Any]) -> Reply | Stream:
+        return await workset.upstream.chat(target, body, caller_key, client_headers)
+
+    def later(texts: list[str]) -> None:
+        workset.engine.deliver_later(prepared, texts)
+
+    fields["recall"] = resolver.resolved  # filled in as calls are answered (the log line is written at the end)
+    if isinstance(result, Reply):
+        result, rounds = await recall.complete(result, outgoing, ask, resolver, policy.recall.max_rounds, later)
+        fields["recall_rounds"] = rounds
+        return result
+    return Stream(recall.stream(result, outgoing, ask, resolver, policy.recall.max_rounds, later))
+
+
+_background: set[asyncio.Task[None]] = set()  # summary jobs in flight (kept referenced until they finish)
+
+
+def _start_summary(workset: Workset, prepared: Prepared, caller_key: str | None) -> None:
+    """Precompute the next compaction's summary in the background, if the policy wants one now."""
+    try:
+        job = workset.engine.summary_job(prepared)
+    except Exception as error:  # a summary is an optimisation: never fail the request for it
+        get_logger().error("summary_job_failed", error=f"{error.__class__.__name__}: {error}")
+        return
+    if job is not None:
+        task = asyncio.get_running_loop().create_task(_summarize(workset, prepared, job, caller_key))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+async def _summarize(workset: Workset, prepared: Prepared, job: Job, caller_key: str | None) -> None:
+    """Ask the summariser model (routed like any request), within summarizer.timeout_s; record the result."""
+    policy = workset.engine.policies[prepared.policy]
+    started = time.perf_counter()
+    text: str | None = None
+    failure = ""
+    try:
+        model = str(job.body["model"])
+        deployment = workset.config.deployment_for(model)
+        if deployment is None:
+            failure = f"no model_list entry matches summarizer.model {model!r}"
+        else:
+            target = route(deployment, model, workset.config.upstream)
+            reply = await asyncio.wait_for(workset.upstream.chat(target, job.body, caller_key, {}),
+                                           policy.summarizer.timeout_s)
+            if isinstance(reply, Reply) and reply.status == 200:
+                text = summary_text(orjson.loads(reply.body))
+            else:
+                failure = f"summariser answered HTTP {getattr(reply, 'status', '?')}"
+    except asyncio.TimeoutError:
+        failure = "timeout"
+    except Exception as error:  # the provider failing the summariser must not touch the agent's requests
+        failure = f"{error.__class__.__name__}: {error}"[:200]
+    result = workset.engine.summary_done(prepared, job, text, failure)
+    get_logger().info("summary", session=prepared.session_id, check=result.check, through=job.through,
+                      latency_ms=round((time.perf_counter() - started) * 1000, 3))
 
 
 def _settle(engine: Engine, prepared: Prepared) -> None:
@@ -256,13 +339,6 @@ async def _read_body(request: Request, limit: int) -> bytes:
                                "request_too_large")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _caller_key(request: Request) -> str | None:
-    authorization = request.headers.get("authorization", "")
-    if authorization[:7].lower() == "bearer ":
-        return authorization[7:].strip() or None
-    return request.headers.get("api-key") or request.headers.get("x-api-key") or None
 
 
 def _lower_headers(request: Request) -> dict[str, str]:

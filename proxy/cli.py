@@ -1,13 +1,20 @@
-"""Command line: `workset serve` (also `python -m proxy serve`)."""
+"""Command line: `workset serve` (also `python -m proxy serve`), `reference`, `eval`, and the local admin commands
+`sessions`, `inspect` and `show`, which read the store file directly (every key)."""
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from .config import Config, load_config
+from .errors import WorksetError
 from .policy import Policy, load_policies
 from .schema import ConfigError
 
@@ -68,6 +75,168 @@ def reference(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- local admin commands: read the store file, every key ---------------------------------------------------------
+
+
+class CommandError(Exception):
+    """Bad input to an admin command (unknown session or ref, no store): one line, exit status 2."""
+
+
+def list_sessions(args: argparse.Namespace) -> int:
+    with _open_store(_store_path(args)) as store:
+        rows = store.sessions(None, args.limit)
+    header = ("id", "explicit id", "key", "updated", "model", "policy", "messages")
+    table = [header] + [(row["id"], row["explicit_id"] or "-", row["key_hash"][:8], _when(row["updated_at"]),
+                         row["model"] or "-", row["policy"] or "-", str(row["messages"])) for row in rows]
+    widths = [max(len(line[column]) for line in table) for column in range(len(header))]
+    for line in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    return 0
+
+
+def inspect_session(args: argparse.Namespace) -> int:
+    """The session's task state and the working set its next call would get, computed on a copy of the store."""
+    from .engine import Engine, UnknownPolicy
+    from .inspect import latest_branch
+    from .tokens import TokenCounter
+    from .upstream import context_window
+
+    store_path = _store_path(args)
+    config, policies = load_settings(*_admin_config(args), args.policy)
+    with _store_copy(store_path) as store:
+        row = _find_session(store, args.session)
+        branch = latest_branch(store, row["id"])
+        if not branch.messages:
+            raise CommandError(f"session {row['id']} has no stored messages")
+        engine = Engine(config, policies, store, TokenCounter(config.tokens.encoding), context_window)
+        try:
+            policy = engine.policy_for(row["model"], args.policy or row["policy"])
+        except UnknownPolicy as error:
+            raise CommandError(f"{error}; pick one with --policy") from error
+        # The latest request again, as the proxy would prepare it (the reply is not stored: the next request
+        # carries it), under the session's own key and explicit id so it resolves to the same nodes.
+        body = {"model": row["model"], "messages": branch.messages}
+        prepared = engine.prepare(body, row["key_hash"], row["explicit_id"], policy.name)
+        _print_inspection(row, branch, policy, prepared)
+    return 0
+
+
+def _print_inspection(row: dict[str, Any], branch: Any, policy: Policy, prepared: Any) -> None:
+    from .state import render_state
+
+    explicit = f" (explicit id {row['explicit_id']})" if row["explicit_id"] else ""
+    print(f"session {row['id']}{explicit}  key {row['key_hash'][:8]}  model {row['model']}  policy {policy.name}"
+          f"  updated {_when(row['updated_at'])}")
+    print(f"latest branch: {len(branch.messages)} messages, tip {branch.hashes[-1]}\n")
+    print(render_state(branch.state, branch.goal, policy.state))
+    sent = prepared.body["messages"]
+    notes = ("; this call compacts" if prepared.compacted else "") + (f"; {prepared.note}" if prepared.note else "")
+    print(f"\n## Working set of the next call: {len(sent)} messages, {prepared.tokens_sent} tokens sent of "
+          f"{prepared.tokens_original} (budget {prepared.budget or '-'}){notes}")
+    for index, message in enumerate(sent):
+        print(f"[{index}] {str(message.get('role')):<9} {_clipped(message)}")
+    print("(tool definitions are not stored: the token figures leave them out)")
+
+
+def show_ref(args: argparse.Namespace) -> int:
+    from .inspect import evidence_view
+
+    with _open_store(_store_path(args)) as store:
+        row = evidence_view(store, args.ref, None)
+    print(f"# ref {row['ref']}: {row['role']}{' ' + row['tool'] if row['tool'] else ''}, session {row['session']}, "
+          f"{row['tokens']} tokens", file=sys.stderr)
+    print(row["content"])
+    return 0
+
+
+def _admin_config(args: argparse.Namespace) -> tuple[str | None, dict[str, object]]:
+    """The config file (default: ./config.yaml when present) and the --store override."""
+    return args.config or ("config.yaml" if Path("config.yaml").is_file() else None), (
+        {"store.path": args.store} if args.store else {})
+
+
+def _store_path(args: argparse.Namespace) -> Path:
+    """--store, else store.path; it must exist: admin commands never create a store."""
+    path = Path(load_config(*_admin_config(args))[0].store.path)
+    if not path.is_file():
+        raise CommandError(f"no store at {path} (give --store PATH or --config)")
+    return path
+
+
+@contextmanager
+def _open_store(path: Path) -> Iterator[Any]:
+    from .store import Store
+
+    try:
+        store = Store(path)
+    except (sqlite3.Error, RuntimeError) as error:
+        raise CommandError(f"cannot open the store {path}: {error}") from error
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def _store_copy(path: Path) -> Iterator[Any]:
+    """A private copy of the store (SQLite's online backup, consistent even while workset writes), so that what
+    inspect runs (ingest, compaction checkpoints) never writes to the real one."""
+    with tempfile.TemporaryDirectory(prefix="workset-inspect-") as folder:
+        copy = Path(folder) / "store.db"
+        try:
+            source = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+            target = sqlite3.connect(copy)
+            try:
+                source.backup(target)
+            finally:
+                target.close()
+                source.close()
+        except sqlite3.Error as error:
+            raise CommandError(f"cannot read the store {path}: {error}") from error
+        with _open_store(copy) as store:
+            yield store
+
+
+def _find_session(store: Any, ident: str) -> dict[str, Any]:
+    """By internal id, else by explicit id, which several keys may share: then the internal id is needed."""
+    matches = store.find_sessions(ident)
+    if not matches:
+        raise CommandError(f"no session {ident!r} in the store")
+    if len(matches) > 1 and matches[0]["id"] != ident:
+        ids = ", ".join(row["id"] for row in matches)
+        raise CommandError(f"explicit id {ident!r} is used by {len(matches)} sessions ({ids}): give the internal id")
+    return matches[0]
+
+
+def _when(timestamp: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp)) if timestamp else "-"
+
+
+def _clipped(message: dict[str, Any], limit: int = 160) -> str:
+    """One line: the text, then the tool calls, clipped."""
+    from .messages import message_text
+
+    parts = [message_text(message)]
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        parts.append(f"-> {function.get('name')}({function.get('arguments')})")
+    text = " ".join(" ".join(parts).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _admin_parser(commands: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    parser = commands.add_parser(name, help=help_text)
+    parser.add_argument("--config", help="config file (default: config.yaml when present)")
+    parser.add_argument("--store", help="SQLite file of the store (overrides store.path)")
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workset", description="OpenAI-compatible proxy forwarding a budgeted working set")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -83,6 +252,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval(commands)
     keys = commands.add_parser("reference", help="print every config and policy key with its default and meaning")
     keys.set_defaults(handler=reference)
+    listing = _admin_parser(commands, "sessions", "list stored sessions, newest first (every key)")
+    listing.add_argument("--limit", type=_positive, default=50, help="sessions listed at most (default: 50)")
+    listing.set_defaults(handler=list_sessions)
+    inspecting = _admin_parser(commands, "inspect", "a session's task state and the working set of its next call")
+    inspecting.add_argument("session", help="internal session id, or an explicit session id")
+    inspecting.add_argument("--policy", help="policy to build with (default: the session's)")
+    inspecting.set_defaults(handler=inspect_session)
+    showing = _admin_parser(commands, "show", "print the stored content of a [ref:ID]")
+    showing.add_argument("ref", help="the 12 hex digits of a ref")
+    showing.set_defaults(handler=show_ref)
     return parser
 
 
@@ -92,6 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except ConfigError as error:
         print(f"workset: configuration error: {error}", file=sys.stderr)
+        return 2
+    except (CommandError, WorksetError) as error:
+        print(f"workset: {error}", file=sys.stderr)
         return 2
 
 

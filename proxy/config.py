@@ -64,6 +64,7 @@ class UpstreamSettings:
 @dataclass(frozen=True)
 class StoreSettings:
     path: str = setting(".workset/workset.db", "SQLite file of the sidecar store (created if missing)")
+    retention_days: float = setting(30.0, "sessions not updated for this many days are deleted whole", min=0.001)
 
 
 @dataclass(frozen=True)

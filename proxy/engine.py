@@ -3,18 +3,25 @@ both call Engine.prepare, so what the eval measures is what the proxy forwards."
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from .config import Config
-from .messages import message_text
+from .extract.actions import verification
+from .extract.approvals import approval_subject
+from .ingest import context_for
+from .messages import is_tool_result, message_text
+from .recall import RECALL_DEFINITION, offer_tool
 from .policy import Policy
-from .records import Message
+from .records import APPROVAL, PLAN, Message
+from .retrieval import elided_mentions, failure_advice, irreversible_guard, latest_user_text, recent_tool_outcomes
 from .session import Branch, Sessions, epoch_to_dict
+from .summarize import Job, Summary, anchored, job_for, state_kept, verify
 from .state import TaskState, render_state, state_snapshot
 from .store import Store
-from .validate import check_messages
 from .tokens import Excerpter, TokenCounter
+from .validate import check_messages
 from .workingset import (
     WORKSET_TAG,
     Budget,
@@ -48,6 +55,9 @@ class Prepared:
     note: str = ""  # why the messages were forwarded unchanged, when they were
     new_messages: int = 0
     branch: Branch | None = field(default=None, repr=False)  # for settle() once the provider has the request
+    recall: bool = False  # the workset_recall tool was offered: the answer must go through proxy.recall
+    retrieved: bool = False  # event-driven retrieval added content to this request
+    epoch: Epoch | None = None  # the compaction this request made, if any (reason, summary and state checks)
 
 
 class Engine:
@@ -61,6 +71,7 @@ class Engine:
         self.sessions = Sessions(store, counter, config.cache.max_sessions)
         self._context_window = context_window
         self._budgets: dict[tuple[str, str], int] = {}
+        self.recall_tokens = counter.tools([RECALL_DEFINITION])
 
     def policy_for(self, model: str, override: str | None = None) -> Policy:
         if override:
@@ -116,13 +127,20 @@ class Engine:
                 prefix = BuiltPrefix(built_for)
             extend_prefix(prefix, conversation, epoch, policy, self.counter, self.excerpt)
             goal = _goal(messages)
-            tail, tail_tokens = self._tail(branch, goal, policy, budget, epoch is not None)
+            if policy.recall.enabled:
+                tools_tokens += self.recall_tokens  # offered whenever refs show; reserved so the budget holds
+            retrieved = self._retrieve(branch, body, policy, budget, prefix, resolved.new_messages)
+            tail, tail_tokens = self._tail(branch, goal, policy, budget, epoch is not None, retrieved)
             total = prefix.tokens + tools_tokens + tail_tokens
             compacted = False
-            if total > budget.trigger:
+            reason = "budget" if total > budget.trigger else ""
+            if not reason and total > budget.target and policy.phases.enabled and resolved.new_messages:
+                boundary = phase_boundary(branch, policy)
+                reason = f"phase: {boundary}" if boundary else ""
+            if reason:
                 self.sessions.settle(branch)  # compaction reads the state and the tool-output gists
                 result = self._compact(branch, conversation, pairing.units, epoch, goal, policy, budget,
-                                       tools_tokens, total)
+                                       tools_tokens, total, retrieved, reason)
                 if result is not None:
                     epoch, prefix, tail, tail_tokens = result
                     built_for, compacted = prefix.epoch_key, True
@@ -130,26 +148,38 @@ class Engine:
             branch.built, branch.built_for = prefix, built_for
             out = dict(body)
             out["messages"] = with_tail_state(list(prefix.messages), tail)
+            recall = False
+            if policy.recall.enabled:
+                offered = offer_tool(out) if prefix.refs else None
+                recall = offered is not None
+                out = offered or out
+                if not recall:
+                    total -= self.recall_tokens
             return Prepared(out, branch.session_id, policy.name, original, total, budget.limit, compacted,
-                            rewritten=True, new_messages=resolved.new_messages, branch=branch)
+                            rewritten=True, new_messages=resolved.new_messages, branch=branch, recall=recall,
+                            retrieved=bool(retrieved), epoch=epoch if compacted else None)
         except Exception:
             self.sessions.forget(branch)
             raise
 
     def _compact(self, branch: Branch, conversation: Conversation, units: list[tuple[int, int]],
                  epoch: Epoch | None, goal: str, policy: Policy, budget: Budget, tools_tokens: int,
-                 before: int) -> tuple[Epoch, BuiltPrefix, Message | None, int] | None:
+                 before: int, retrieved: str, reason: str = "budget") -> tuple[Epoch, BuiltPrefix, Message | None, int] | None:
         """A new epoch down to the target, recorded as a checkpoint. If the parts that cannot shrink (state,
         digest) keep it over the budget, it is planned again with the brief state and no digest. None when
         compaction would not shrink the working set (what is left is pinned): then nothing changes, and the
         prefix stays cached."""
         state_limit = int(policy.state.max_share * budget.limit)
+        no_digest = policy.summarizer.mode == "off"
         for brief in (False, True):
-            tail, tail_tokens = self._tail(branch, goal, policy, budget, True)
+            tail, tail_tokens = self._tail(branch, goal, policy, budget, True, retrieved)
             reserved = state_limit if policy.state.position != "tail" else 0
-            new_epoch = plan_compaction(conversation, units, epoch, policy, budget, tools_tokens + tail_tokens,
-                                        reserved, self.counter, self.excerpt,
-                                        digest_limit=0 if brief else None, names_limit=0 if brief else None)
+            summary_room = policy.summarizer.max_tokens if policy.summarizer.mode == "llm" else 0
+            new_epoch = plan_compaction(conversation, units, epoch, policy, budget,
+                                        tools_tokens + tail_tokens + summary_room, reserved, self.counter,
+                                        self.excerpt, reason, digest_limit=0 if brief or no_digest else None,
+                                        names_limit=0 if brief else None)
+            new_epoch = self._with_summary(branch, new_epoch, conversation, policy)
             key = f"{policy.name}|{new_epoch.key}"
             prefix = extend_prefix(BuiltPrefix(key), conversation, new_epoch, policy, self.counter, self.excerpt)
             if reserved:
@@ -164,30 +194,180 @@ class Engine:
                 break
         if after >= before:
             return None
-        new_epoch = replace(new_epoch, tokens_before=before, tokens_after=after)
+        state_text = new_epoch.head_state or (message_text(tail) if tail else "")
+        lost = state_kept(branch.state, state_text) if policy.state.position != "head" or new_epoch.head_state else []
+        new_epoch = replace(new_epoch, tokens_before=before, tokens_after=after,
+                            state_check="ok" if not lost else "lost: " + "; ".join(lost[:3]))
+        if new_epoch.summary_check == "ok" and new_epoch.summary_through > (epoch.summary_through if epoch else -1):
+            branch.summary_candidate = None  # used: the next job starts from it
+        snapshot = state_snapshot(branch.state, goal, next_action(branch), new_epoch.summary, new_epoch.summary_check)
         self.store.add_checkpoint(branch.session_id, new_epoch.tip_hash, new_epoch.tip, new_epoch.reason, before,
-                                  after, epoch_to_dict(new_epoch), state_snapshot(branch.state, goal))
+                                  after, epoch_to_dict(new_epoch), snapshot)
         branch.epoch = new_epoch
         return new_epoch, prefix, tail, tail_tokens
 
-    def _tail(self, branch: Branch, goal: str, policy: Policy, budget: Budget,
-              after_compaction: bool) -> tuple[Message | None, int]:
-        """The live state message for the tail (full for position tail, the brief reminder for both), cached
-        until the state changes."""
-        rules = policy.state
-        if rules.position == "head" or (not after_compaction and not rules.before_compaction):
-            return None, 0
+    def _with_summary(self, branch: Branch, epoch: Epoch, conversation: Conversation, policy: Policy) -> Epoch:
+        """The epoch with the newest usable summary: the background candidate when it continues the previous
+        summary and covers only removed turns, else the previous one; summary_check says what happened."""
+        if policy.summarizer.mode != "llm":
+            return epoch
+        previous = Summary(-1, epoch.summary_through, epoch.summary_hash, epoch.summary, "ok") if epoch.summary else None
+        candidate = branch.summary_candidate
+        chosen = anchored(previous, candidate, epoch.removed_through, conversation.hashes)
+        if chosen is not None and chosen is candidate:
+            return replace(epoch, summary=chosen.text, summary_through=chosen.through, summary_hash=chosen.through_hash,
+                           summary_check="ok")
+        check = candidate.check if candidate is not None else ("running" if branch.summary_running else "not ready")
+        if candidate is not None and candidate.usable:
+            check = "not applicable (covers other turns)"
+        return replace(epoch, summary_check=check)
+
+    def summary_job(self, prepared: Prepared) -> Job | None:
+        """A summary to precompute for this request's branch, or None: only with summarizer.mode llm, past
+        precompute_ratio of the budget, when no job is running and no usable candidate waits. Marks it running."""
+        branch = prepared.branch
+        policy = self.policies.get(prepared.policy)
+        if branch is None or policy is None or policy.summarizer.mode != "llm" or not prepared.rewritten:
+            return None
+        if branch.summary_running or (branch.summary_candidate is not None and branch.summary_candidate.usable):
+            return None
+        if prepared.tokens_sent <= policy.summarizer.precompute_ratio * prepared.budget:
+            return None
         self.sessions.settle(branch)
-        key = (branch.state.version, policy.name, budget.limit, goal[:64])
-        cached = branch.tail_cache
-        if cached is not None and cached[0] == key:
-            return cached[1], cached[2]
-        text = render_state(branch.state, goal, rules, int(rules.max_share * budget.limit), self.counter.cached_text,
-                            brief=rules.position == "both")
-        message = state_message(text)
-        tokens = self.counter.message(message, generated=True)
-        branch.tail_cache = (key, message, tokens)
-        return message, tokens
+        conversation = branch.conversation()
+        pairing = branch.pairing
+        if not pairing.complete:
+            return None
+        budget = Budget.of(policy, prepared.budget)
+        epoch = branch.epoch if branch.epoch is not None and branch.epoch.applies_to(conversation) else None
+        planned = plan_compaction(conversation, pairing.units, epoch, policy, budget, 0, 0, self.counter, self.excerpt)
+        task = first_user(conversation.messages)
+        after_task = task if task is not None else -1
+        removed = [i for i in range(after_task + 1, planned.removed_through + 1) if i not in set(planned.kept)]
+        state_text = render_state(branch.state, _goal(conversation.messages), policy.state)
+        job = job_for(conversation, branch.session_id, removed, epoch.summary if epoch else "",
+                      epoch.summary_through if epoch else -1, state_text, policy.summarizer.model,
+                      policy.summarizer.max_tokens)
+        if job is not None:
+            branch.summary_running = True
+        return job
+
+    def summary_done(self, prepared: Prepared, job: Job, text: str | None, failure: str = "") -> Summary:
+        """Record a finished job: verified, it waits on the branch for the next compaction."""
+        branch = prepared.branch
+        assert branch is not None
+        if text is None:
+            result = Summary(job.start, job.through, job.through_hash, "", failure or "failed")
+        else:
+            state_text = render_state(branch.state, _goal(branch.messages), self.policies[prepared.policy].state)
+            result = Summary(job.start, job.through, job.through_hash, text, verify(job, text, state_text))
+        branch.summary_candidate = result
+        branch.summary_running = False
+        return result
+
+    def _tail(self, branch: Branch, goal: str, policy: Policy, budget: Budget, after_compaction: bool,
+              retrieved: str = "") -> tuple[Message | None, int]:
+        """The message after the newest one: the live state (full for position tail, the brief reminder for both)
+        and whatever event-driven retrieval brought back. The state part is cached until the state changes."""
+        rules = policy.state
+        state_text = ""
+        if rules.position != "head" and (after_compaction or rules.before_compaction):
+            self.sessions.settle(branch)
+            key = (branch.state.version, policy.name, budget.limit, goal[:64])
+            cached = branch.tail_cache
+            if cached is None or cached[0] != key:
+                text = render_state(branch.state, goal, rules, int(rules.max_share * budget.limit),
+                                    self.counter.cached_text, brief=rules.position == "both")
+                message = state_message(text)
+                cached = branch.tail_cache = (key, message, self.counter.message(message, generated=True))
+            if not retrieved:
+                return cached[1], cached[2]
+            state_text = message_text(cached[1]).split("\n", 1)[1]
+        if not retrieved:
+            return None, 0
+        message = state_message("\n\n".join(part for part in (state_text, RETRIEVED + "\n" + retrieved) if part))
+        return message, self.counter.message(message)
+
+    def _retrieve(self, branch: Branch, body: dict[str, Any], policy: Policy, budget: Budget, prefix: BuiltPrefix,
+                  new_messages: int) -> str:
+        """What event-driven retrieval brings into this request (see proxy.retrieval), within its quota."""
+        rules = policy.retrieval
+        parts: list[str] = []
+        if branch.pending_recall:
+            parts.append("Answers to the workset_recall calls made with your last tool calls:\n"
+                         + "\n\n".join(branch.pending_recall))
+            branch.pending_recall.clear()
+        if not rules.enabled or not new_messages:
+            return "\n\n".join(parts)
+        messages = branch.messages
+        if is_tool_result(messages[-1]):
+            outcomes = recent_tool_outcomes(messages, branch.outcomes, branch.tool_names)
+            parts.append(failure_advice(branch.state.actions, outcomes))
+        user_text = latest_user_text(messages)
+        if user_text:
+            # content in view: messages shown as sent before this user turn (names in workset's digest or
+            # placeholders are not content)
+            visible = "\n".join(t for t in map(message_text, prefix.messages[:-1]) if not t.startswith(WORKSET_TAG))
+            limit = int(rules.max_share * budget.limit) * 3  # characters, about three per token
+            search = lambda query: self.store.search_evidence(branch.session_id, query, 3)  # noqa: E731
+            parts.append(elided_mentions(user_text, visible, search, limit))
+            asked = len(messages) > 1 and approval_subject(message_text(messages[-2])) is not None
+            parts.append(irreversible_guard(body.get("tools") or [], rules.irreversible_tools, asked,
+                                            branch.state.constraints, branch.state.of_kind(APPROVAL)))
+        text = "\n\n".join(part for part in parts if part)
+        quota = int(rules.max_share * budget.limit)
+        if text and self.counter.text(text) > quota:
+            text = self.counter.encoding.decode(self.counter.encoding.encode_ordinary(text)[:quota],
+                                                errors="replace") + " …"
+        return text
+
+    def deliver_later(self, prepared: Prepared, texts: list[str]) -> None:
+        """Recall answers the model asked for alongside the agent's own calls: shown with the next request."""
+        if prepared.branch is not None:
+            prepared.branch.pending_recall.extend(texts)
+
+
+RETRIEVED = "## Retrieved for this step (stored content the context no longer shows)"
+
+
+def next_action(branch: Branch) -> str:
+    """What the agent is to do next, as the record shows it: the first pending plan item, else the latest user
+    request, else carrying on after the newest tool result."""
+    pending = branch.state.pending
+    if pending:
+        return f"pending: {pending[0].key}"
+    messages = branch.messages
+    if messages and messages[-1].get("role") == "user":
+        return "answer the user: " + " ".join(message_text(messages[-1]).split())[:200]
+    if messages and is_tool_result(messages[-1]):
+        last = len(messages) - 1
+        return f"continue after {branch.tool_names[last] or 'tool'} -> {branch.outcomes[last] or 'ok'}"
+    return ""
+
+
+def phase_boundary(branch: Branch, policy: Policy) -> str:
+    """The phase the newest messages end, if any: a subagent returned, a test run passed, the last pending plan
+    item was completed, or the agent asked for approval. Cheap: reads what ingest knows at once."""
+    rules = policy.phases
+    messages = branch.messages
+    last = len(messages) - 1
+    if is_tool_result(messages[last]):
+        tool = branch.tool_names[last]
+        if any(fnmatch.fnmatchcase(tool, pattern) for pattern in rules.subagent_tools):
+            return f"{tool} returned"
+        if rules.tests_passing and branch.outcomes[last] == "ok":
+            context = context_for(messages, last, "", None)
+            checked = verification(context.call, message_text(messages[last]), "ok")
+            if checked is not None and checked[1] == "passed":
+                return "tests passed"
+    if rules.plan_completed:
+        plan = branch.state.of_kind(PLAN)  # as of the last settled request: one turn late at most
+        if plan and all(fact.value == "completed" for fact in plan) and plan[-1].turn >= branch.settled - 2:
+            return "plan completed"
+    if rules.approval_wait and messages[last].get("role") == "user" and last > 0 and \
+            messages[last - 1].get("role") == "assistant" and approval_subject(message_text(messages[last - 1])):
+        return "approval asked"
+    return ""
 
 
 def _dialogue(messages: Sequence[Message]) -> str:

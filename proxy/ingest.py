@@ -51,6 +51,14 @@ def context_for(messages: Sequence[Message], index: int, ref: str, first_user: i
     )
 
 
+def tool_outcome(messages: Sequence[Message], index: int, first_user: int | None) -> tuple[str, str, str]:
+    """(tool, gist, outcome) of a tool result: cheap, needed before the full extraction is."""
+    context = context_for(messages, index, "", first_user)
+    tool = context.call.name if context.call else str(messages[index].get("name") or "tool")
+    outcome, gist = tool_output_gist(message_text(messages[index]), GIST_CHARS)
+    return tool, gist, outcome
+
+
 def extract_at(messages: Sequence[Message], index: int, ref: str, first_user: int | None) -> Extracted:
     """Everything deterministic extraction learns from messages[index] (its tokens are counted separately: the
     working set needs them at once, the rest can wait until the provider has the request)."""

@@ -61,6 +61,47 @@ class DigestRules:
 
 
 @dataclass(frozen=True)
+class RecallRules:
+    enabled: bool = setting(True, "offer the workset_recall tool whenever the working set holds refs")
+    max_tokens: int = setting(2000, "longest answer to one recall call", min=64)
+    max_rounds: int = setting(3, "recall rounds the proxy answers itself before the model must reply", min=1, max=10)
+    search_results: int = setting(3, "matches returned for a recall by query", min=1, max=20)
+
+
+@dataclass(frozen=True)
+class RetrievalRules:
+    enabled: bool = setting(True, "bring stored content back when an event calls for it (failures, elided names, irreversible calls)")
+    max_share: float = setting(0.1, "largest share of the budget for retrieved content in one request", min=0.0, max=0.5)
+    irreversible_tools: tuple[str, ...] = setting(
+        ("*book*", "*cancel*", "*delete*", "*remove*", "*refund*", "*transfer*", "*send*", "*pay*", "*purchase*",
+         "*deploy*", "*drop*"),
+        "tool-name globs whose calls cannot be undone: their constraints and approvals are repeated last before them",
+    )
+
+
+@dataclass(frozen=True)
+class SummarizerRules:
+    mode: Literal["llm", "extractive", "off"] = setting(
+        "extractive", "what stands for removed turns: a verified model summary (falling back to the digest), the "
+        "extractive digest, or nothing but the names index")
+    model: str = setting("", "model that writes summaries, routed like any request (it may be cheaper than the agent's)")
+    precompute_ratio: float = setting(0.7, "start summarising in the background past this share of the budget", min=0.05, max=1.0)
+    timeout_s: float = setting(30.0, "a summary not ready this long after it started is dropped (the digest is used)", min=0.1)
+    max_tokens: int = setting(500, "longest summary", min=32)
+
+
+@dataclass(frozen=True)
+class PhaseRules:
+    enabled: bool = setting(True, "compact at the end of a phase once past target_ratio, not only at the trigger")
+    subagent_tools: tuple[str, ...] = setting(
+        ("task", "Task", "*subagent*", "*sub_agent*", "dispatch_agent", "delegate*"),
+        "tool-name globs of subagent or task tools: their result ends a phase")
+    tests_passing: bool = setting(True, "a passing test or check run ends a phase")
+    plan_completed: bool = setting(True, "the last pending plan item completed ends a phase")
+    approval_wait: bool = setting(True, "the agent asking for approval ends a phase")
+
+
+@dataclass(frozen=True)
 class Policy:
     name: str = setting("default", "the policy's name, as used in config.yaml and the x-workset-policy header")
     description: str = setting("", "what the preset is for")
@@ -70,8 +111,14 @@ class Policy:
     tool_outputs: ToolOutputRules = setting(ToolOutputRules(), "tool outputs")
     state: StateRules = setting(StateRules(), "the task-state message")
     digest: DigestRules = setting(DigestRules(), "the extractive digest of removed turns")
+    recall: RecallRules = setting(RecallRules(), "recall by ref: the workset_recall tool")
+    retrieval: RetrievalRules = setting(RetrievalRules(), "event-driven retrieval")
+    summarizer: SummarizerRules = setting(SummarizerRules(), "verified summaries of removed turns")
+    phases: PhaseRules = setting(PhaseRules(), "phase-aware compaction")
 
     def __post_init__(self) -> None:
+        if self.summarizer.mode == "llm" and not self.summarizer.model:
+            raise ConfigError(f"policy {self.name!r}: summarizer.model must name a model when summarizer.mode is llm")
         if self.budget.target_ratio > self.budget.trigger_ratio:
             raise ConfigError(
                 f"policy {self.name!r}: budget.target_ratio ({self.budget.target_ratio}) must not exceed "

@@ -14,10 +14,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 from .hashing import chain, ref_of, root_hash, session_id_for
-from .ingest import extract_at
+from .ingest import extract_at, tool_outcome
+from .messages import is_tool_result
 from .records import Action, Fact, Message
 from .state import TaskState
 from .store import NewMessage, NodeRow, Store
+from .summarize import Summary
 from .tokens import TokenCounter
 from .workingset import BuiltPrefix, Conversation, Epoch, Pairing, first_user
 
@@ -45,6 +47,9 @@ class Branch:
     total_tokens: int = 0
     tail_cache: tuple[object, Message, int] | None = None  # (key, live state message, its tokens)
     pairing: Pairing = field(default_factory=Pairing)  # tool-call pairing of `messages`, fed incrementally
+    pending_recall: list[str] = field(default_factory=list)  # recall answers to show with the next request
+    summary_candidate: Summary | None = None  # a finished background summary, waiting for the next compaction
+    summary_running: bool = False
     settled: int = 0  # messages before this index are extracted and recorded; the rest wait for settle()
     recorded_as: tuple[str, str] = ("", "")  # model and policy of the latest request, for the session row
 
@@ -246,16 +251,20 @@ class Sessions:
             self._load_path(branch)
             known += count
             new_hashes = new_hashes[count:]
+        task = first_user(messages)
         for offset, digest in enumerate(new_hashes):
-            message = messages[known + offset]
+            index = known + offset
+            message = messages[index]
             tokens = self.counter.message(message)
+            # A tool result's outcome is known at once (failures trigger retrieval); the rest waits for settle().
+            tool, gist, outcome = tool_outcome(messages, index, task) if is_tool_result(message) else ("", "", "")
             branch.messages.append(message)
             branch.hashes.append(digest)
             branch.refs.append(ref_of(digest))
             branch.tokens.append(tokens)
-            branch.tool_names.append("")  # filled in by settle()
-            branch.gists.append("")
-            branch.outcomes.append("")
+            branch.tool_names.append(tool)
+            branch.gists.append(gist)
+            branch.outcomes.append(outcome)
             branch.names.append(())
             branch.total_tokens += tokens
         branch.recorded_as = (model, policy)

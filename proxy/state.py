@@ -125,7 +125,8 @@ FAILED = "Failed approaches (do not repeat as is):"
 SECTION_ORDER = (CONSTRAINTS, PENDING, COMPLETED, DECISIONS, APPROVALS, VERIFIED, FACTS, FAILED)
 
 
-def state_snapshot(state: TaskState, goal: str) -> dict[str, object]:
+def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: str = "",
+                   summary_check: str = "") -> dict[str, object]:
     """The checkpoint's view of the state: everything needed to resume, as plain data."""
     plan = state.of_kind(PLAN)
 
@@ -135,7 +136,9 @@ def state_snapshot(state: TaskState, goal: str) -> dict[str, object]:
     key_facts = [f for f in state.facts.values() if f.kind not in SECTION_KINDS]
     return {
         "goal": _one_line(goal, 300),
+        "next_action": next_action,
         "constraints": [f.value for f in state.constraints],
+        "plan": [{"item": f.key, "status": f.value} for f in plan],
         "pending": [f.key for f in plan if f.value != "completed"],
         "completed": [f.key for f in plan if f.value == "completed"],
         "decisions": [f.value for f in state.of_kind(DECISION)],
@@ -145,6 +148,8 @@ def state_snapshot(state: TaskState, goal: str) -> dict[str, object]:
         "failed": [{"tool": a.tool, "arguments": a.arguments, "gist": a.gist, "ref": a.evidence_ref}
                    for a in _failed_approaches(state.actions, 50)],
         "actions": len(state.actions),
+        "summary": summary,
+        "summary_check": summary_check,
     }
 
 

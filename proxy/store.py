@@ -10,9 +10,10 @@ import queue
 import sqlite3
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import orjson
 import sqlite_utils
@@ -22,6 +23,7 @@ from .records import Action, Fact
 
 SCHEMA_VERSION = 3
 _IN_CHUNK = 500  # host parameters per IN (...) query
+T = TypeVar("T")
 
 
 def _migrate_to_1(db: sqlite_utils.Database) -> None:
@@ -383,9 +385,10 @@ class Store:
             row = cursor.fetchone()
             return dict(zip([c[0] for c in cursor.description], row)) if row else None
 
-    def search_evidence(self, session_id: str, query: str, limit: int = 5) -> list[dict[str, Any]]:
-        """Best full-text matches (BM25) within one session."""
-        self.flush()
+    def search_evidence(self, session_id: str, query: str, limit: int = 5, fresh: bool = True) -> list[dict[str, Any]]:
+        """Best full-text matches (BM25) within one session; fresh=False skips waiting for queued writes."""
+        if fresh:
+            self.flush()
         terms = " OR ".join(f'"{word}"' for word in query.replace('"', " ").split() if word)
         if not terms:
             return []
@@ -411,6 +414,83 @@ class Store:
             cursor = self._read.execute(query, params)
             names = [c[0] for c in cursor.description]
             return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    # --- inspection and retention -----------------------------------------------------------------------------
+
+    def find_sessions(self, ident: str, key_hash: str | None = None) -> list[dict[str, Any]]:
+        """Sessions whose internal id or explicit id is `ident`, of one key (None: every key, for the local CLI);
+        an internal-id match first, then the most recently updated."""
+        scope = " AND key_hash = ?" if key_hash is not None else ""
+        params: tuple[Any, ...] = (ident, ident) + ((key_hash,) if key_hash is not None else ()) + (ident,)
+        return self._rows(
+            f"SELECT * FROM sessions WHERE (id = ? OR explicit_id = ?){scope} ORDER BY id = ? DESC, updated_at DESC",
+            params,
+        )
+
+    def latest_tip(self, session_id: str) -> str | None:
+        """The node most recently written in the session (deepest on ties): the tip of its current branch."""
+        rows = self._rows(
+            "SELECT hash FROM messages WHERE session_id = ? ORDER BY created_at DESC, depth DESC LIMIT 1", (session_id,)
+        )
+        return rows[0]["hash"] if rows else None
+
+    def path_to(self, node: str) -> list[dict[str, Any]]:
+        """The nodes from the root to `node`, in order, each with its message (`message`, parsed)."""
+        rows = self._rows(
+            "WITH RECURSIVE path(hash, parent) AS ("
+            " SELECT hash, parent FROM messages WHERE hash = ?"
+            " UNION ALL SELECT m.hash, m.parent FROM messages m JOIN path ON m.hash = path.parent)"
+            " SELECT m.hash, m.session_id, m.depth, m.role, m.body, m.tokens, m.ref FROM path"
+            " JOIN messages m ON m.hash = path.hash ORDER BY m.depth",
+            (node,),
+        )
+        for row in rows:
+            row["message"] = orjson.loads(row.pop("body"))
+        return rows
+
+    def evidence_by_ref(self, ref: str, key_hash: str | None = None) -> dict[str, Any] | None:
+        """The evidence stored under `ref` in any session of one key (None: every key, for the local CLI)."""
+        # A ref is the first REF_LENGTH hex digits of its node's hash: a range on the messages primary key finds the
+        # node without scanning the evidence table (its index starts with session_id). CROSS JOIN keeps that
+        # order: SQLite's planner, without statistics, would rather walk every session of the key.
+        scope = " AND s.key_hash = ?" if key_hash is not None else ""
+        rows = self._rows(
+            "SELECT e.ref, e.session_id AS session, e.role, e.tool, e.content, e.tokens FROM messages m"
+            " CROSS JOIN evidence e ON e.session_id = m.session_id AND e.ref = ?"
+            " CROSS JOIN sessions s ON s.id = m.session_id"
+            f" WHERE m.hash >= ? AND m.hash < ?{scope} ORDER BY e.id LIMIT 1",
+            (ref, ref, ref + "~") + ((key_hash,) if key_hash is not None else ()),
+        )
+        return rows[0] if rows else None
+
+    def delete_sessions_before(self, cutoff: float) -> list[str]:
+        """Delete whole sessions last updated before `cutoff` (epoch seconds), with everything they own, in one
+        transaction; the ids deleted (the evidence FTS index follows through sqlite-utils' triggers)."""
+        return self._call(lambda: self._delete_sessions_before(cutoff))
+
+    def _delete_sessions_before(self, cutoff: float) -> list[str]:
+        with self._transaction() as conn:
+            ids = [row[0] for row in conn.execute("SELECT id FROM sessions WHERE updated_at < ?", (cutoff,))]
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                for table in ("messages", "facts", "actions", "evidence", "checkpoints"):
+                    conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", chunk)
+                conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk)
+        return ids
+
+    def _call(self, write: Callable[[], T]) -> T:
+        """Run a write on the writer thread, after the writes queued before it, and return its result."""
+        done: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                done.set_result(write())
+            except BaseException as error:
+                done.set_exception(error)
+                raise
+
+        self._submit(run)
+        return done.result()
 
 
 def _connect(path: str | Path) -> sqlite3.Connection:

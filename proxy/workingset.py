@@ -60,6 +60,11 @@ class Epoch:
     folded_steps: int = 0  # digest lines folded into a count to respect digest.max_tokens
     folded_failed: int = 0
     names: tuple[str, ...] = ()  # names of elided messages not shown elsewhere, most recently seen first
+    summary: str = ""  # model-written, verified summary of removed turns up to summary_through
+    summary_through: int = -1
+    summary_hash: str = ""
+    summary_check: str = ""  # outcome of the latest summary attempt: ok, rejected: ..., timeout, not ready
+    state_check: str = ""  # "ok", or what the state lost (never expected: it is rendered from the ledger)
     head_state: str = ""  # task state as of this compaction (state.position head or both)
     tokens_before: int = 0
     tokens_after: int = 0
@@ -68,7 +73,7 @@ class Epoch:
     def applies_to(self, conversation: Conversation) -> bool:
         hashes = conversation.hashes
         for index, digest in ((self.tip, self.tip_hash), (self.removed_through, self.removed_hash),
-                              (self.masked_through, self.masked_hash)):
+                              (self.masked_through, self.masked_hash), (self.summary_through, self.summary_hash)):
             if index >= 0 and (index >= len(hashes) or hashes[index] != digest):
                 return False
         return True
@@ -94,6 +99,7 @@ class BuiltPrefix:
     upto: int = 0  # conversation messages consumed
     messages: list[Message] = field(default_factory=list)
     tokens: int = 0
+    refs: bool = False  # whether any message shows a [ref:ID] (an elided or excerpted content)
 
 
 # --- structure --------------------------------------------------------------------------------------------------
@@ -205,6 +211,9 @@ def compacted_message(epoch: Epoch) -> Message | None:
     parts: list[str] = []
     if epoch.head_state:
         parts.append(epoch.head_state)
+    if epoch.summary:
+        parts.append(f"## Summary of turns up to {epoch.summary_through} (model-written, checked against the record)\n"
+                     + epoch.summary)
     digest = digest_text(epoch)
     if digest:
         parts.append(digest)
@@ -218,18 +227,21 @@ def compacted_message(epoch: Epoch) -> Message | None:
 
 
 def digest_text(epoch: Epoch) -> str:
-    if not epoch.digest_lines and not epoch.folded_steps:
+    """The digest lines of removed turns the summary does not cover."""
+    lines = [line for line in epoch.digest_lines if _line_turn(line) > epoch.summary_through]
+    folded = epoch.folded_steps if epoch.summary_through < 0 else 0
+    if not lines and not folded:
         return ""
-    lines = ["## Earlier steps (extractive digest)"]
-    if epoch.folded_steps:
-        lines.append(f"- ({epoch.folded_steps} earlier steps folded, {epoch.folded_failed} of them failed)")
-    lines.extend(epoch.digest_lines)
-    return "\n".join(lines)
+    out = ["## Earlier steps (extractive digest)"]
+    if folded:
+        out.append(f"- ({folded} earlier steps folded, {epoch.folded_failed} of them failed)")
+    out.extend(lines)
+    return "\n".join(out)
 
 
 def state_message(text: str) -> Message:
-    """Live task state. User role, not system: litellm's Anthropic path hoists system messages into the cached
-    system prompt, where a changing state would break the cache."""
+    """Live task state and retrieved content, after the newest message. User role, not system: litellm's Anthropic
+    path hoists system messages into the cached system prompt, where a changing state would break the cache."""
     return {"role": "user", "content": f"{STATE_PREFIX}, kept by the proxy (not a new request).\n{text}"}
 
 
@@ -266,9 +278,11 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
             if index <= masked_through:
                 message = placeholder(conversation, index, policy)
                 tokens = counter.message(message, generated=True)
+                prefix.refs = True
             elif tokens - MESSAGE_OVERHEAD > limit:
                 message = excerpted(conversation, index, policy, excerpt)
                 tokens = counter.message(message, generated=True)
+                prefix.refs = True
         prefix.messages.append(message)
         prefix.tokens += tokens
         if index == task and epoch is not None:
@@ -276,6 +290,7 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
             if summary is not None:
                 prefix.messages.append(summary)
                 prefix.tokens += counter.message(summary, generated=True)
+                prefix.refs = True
     prefix.upto = len(messages)
     return prefix
 
@@ -423,6 +438,9 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
         folded_steps=folded_steps,
         folded_failed=folded_failed,
         names=index,
+        summary=previous.summary if previous else "",
+        summary_through=previous.summary_through if previous else -1,
+        summary_hash=previous.summary_hash if previous else "",
         reason=reason,
     )
 

@@ -163,6 +163,7 @@ class FakeUpstream:
         self._embedding_dim = embedding_dim
         self._lock = threading.Lock()
         self._queue: deque[Script] = deque()
+        self._by_model: dict[str, Script] = {}
         self._requests: list[Recorded] = []
         self._completions = itertools.count(1)
         self.app = Starlette(
@@ -190,6 +191,11 @@ class FakeUpstream:
         with self._lock:
             self._queue.extend(replies)
 
+    def answer_model(self, model: str, script: Script) -> None:
+        """Every request for `model` gets `script` (outside the FIFO): e.g. a summariser called in the background."""
+        with self._lock:
+            self._by_model[model] = script
+
     def pending(self) -> int:
         """Scripted replies not consumed yet."""
         with self._lock:
@@ -199,6 +205,7 @@ class FakeUpstream:
         with self._lock:
             self._queue.clear()
             self._requests.clear()
+            self._by_model.clear()
             self._completions = itertools.count(1)
 
     # --- routes ---
@@ -226,7 +233,10 @@ class FakeUpstream:
         if not isinstance(rec.body.get("model"), str) or not isinstance(rec.body.get("messages"), list):
             return _error_response(Error(400, "model and messages are required", "invalid_request_error"))
         with self._lock:
-            script = self._queue.popleft() if self._queue else self._default
+            if rec.body["model"] in self._by_model:
+                script = self._by_model[rec.body["model"]]
+            else:
+                script = self._queue.popleft() if self._queue else self._default
         return self._respond(_resolve(script, rec.body), rec)
 
     async def _anthropic_messages(self, request: Request) -> Response:

@@ -1,0 +1,152 @@
+"""Verified summaries of old history.
+
+When compaction removes old turns, a model (policy `summarizer.model`, through the same upstream configuration)
+writes what happened in them: conclusions, unresolved problems, the reasons behind decisions, approaches that
+failed. It never blocks the agent: the job starts in the background once a session passes
+`summarizer.precompute_ratio` of its budget, on the turns the next compaction would remove, so the summary is
+ready when the trigger fires. The summary is anchored: the next job merges the previous summary with the turns
+removed since, instead of summarising everything again.
+
+A summary is checked before it is used: every number, id, path and amount in it must occur in the turns it
+summarises, the previous summary or the task state (otherwise it is invented), and it must say something. If it
+is not ready in time, fails, or is rejected, the extractive digest stands in and the next compaction tries again.
+What must never be lost (constraints, pending items, decisions, approvals) lives in the deterministic task state,
+which compaction verifies separately (`state_kept`).
+
+Pure except for `Job`, which is plain data the server runs against the provider and the eval against a fake.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .extract.names import names
+from .messages import is_tool_result, message_text
+from .state import TaskState
+from .workingset import Conversation
+
+SYSTEM_PROMPT = (
+    "You compress the history of an agent's work for the agent itself. Write what happened in the turns below: "
+    "conclusions reached, problems still open, the reasons behind decisions, and approaches that failed and must "
+    "not be repeated. Use only facts that appear in the turns or the previous summary; never invent numbers, ids, "
+    "paths or amounts. Do not restate the task state, which is kept separately. Be brief: short bullet points."
+)
+TOOL_OUTPUT_CHARS = 1500  # of each tool output shown to the summariser
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)+(?![\w.])|(?<![\w.])\d{2,}(?![\w.])")
+_AMOUNT = re.compile(r"[$€£¥]\s?\d[\d,]*(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A summary to write: of turns (start, through] on one branch, anchored on the previous summary."""
+
+    session_id: str
+    start: int  # the previous summary covers up to here (-1: none)
+    through: int  # index of the last message summarised
+    through_hash: str
+    previous: str  # the previous summary, merged into this one
+    source: str  # the turns as text, what the summary may draw on
+    body: dict[str, Any]  # the chat request for the summariser model
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A finished job: the text, and whether it passed verification."""
+
+    start: int
+    through: int
+    through_hash: str
+    text: str
+    check: str  # "ok", or why it was not used
+
+    @property
+    def usable(self) -> bool:
+        return self.check == "ok"
+
+
+def render_turns(conversation: Conversation, indices: Sequence[int]) -> str:
+    """The removed turns as plain text for the summariser: who said what, tool calls, outputs cut short."""
+    lines: list[str] = []
+    for index in indices:
+        message = conversation.messages[index]
+        text = message_text(message)
+        if is_tool_result(message):
+            if len(text) > TOOL_OUTPUT_CHARS:
+                text = text[: TOOL_OUTPUT_CHARS // 2] + "\n…\n" + text[-TOOL_OUTPUT_CHARS // 2:]
+            lines.append(f"[turn {index}] {conversation.tool_names[index] or 'tool'} output [ref:{conversation.refs[index]}]:"
+                         f"\n{text}")
+            continue
+        calls = " ".join(f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
+                         for c in message.get("tool_calls") or () if isinstance(c, dict))
+        lines.append(f"[turn {index}] {message.get('role')}: {text}" + (f"\n  calls: {calls}" if calls else ""))
+    return "\n".join(lines)
+
+
+def job_for(conversation: Conversation, session_id: str, removed: Sequence[int], previous: str, start: int,
+            state_text: str, model: str, max_tokens: int) -> Job | None:
+    """The job summarising the removed turns after `start`, or None when there is nothing new to summarise."""
+    fresh = [index for index in removed if index > start]
+    if not fresh:
+        return None
+    source = render_turns(conversation, fresh)
+    prompt = (f"Task state (kept separately, do not restate):\n{state_text}\n\n"
+              + (f"Previous summary (merge it in):\n{previous}\n\n" if previous else "")
+              + f"Turns to summarise:\n{source}")
+    body = {"model": model, "max_tokens": max_tokens, "temperature": 0,
+            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]}
+    through = fresh[-1]
+    return Job(session_id, start, through, conversation.hashes[through], previous, source, body)
+
+
+def claims(text: str) -> set[str]:
+    """What a summary asserts that could be invented: numbers, ids, paths, amounts."""
+    found = set(names(text)) | {m.strip() for m in _AMOUNT.findall(text)}
+    found |= {number for number in _NUMBER.findall(text)}
+    return found
+
+
+def verify(job: Job, text: str, state_text: str) -> str:
+    """"ok", or why the summary must not be used."""
+    if not text or not text.strip():
+        return "rejected: empty"
+    known = "\n".join((job.source, job.previous, state_text))
+    invented = sorted(claim for claim in claims(text) if claim not in known)
+    if invented:
+        return "rejected: invented " + ", ".join(invented[:5])
+    return "ok"
+
+
+def state_kept(before: TaskState, state_text: str) -> list[str]:
+    """What the state held before a compaction and its rendering no longer shows (must be empty)."""
+    flat = " ".join(state_text.split()).lower()
+    missing: list[str] = []
+    for fact in before.constraints:
+        if " ".join(fact.value.split()).lower() not in flat:
+            missing.append(f"constraint: {fact.value[:80]}")
+    for fact in before.pending:
+        if " ".join(fact.key.split()).lower() not in flat:
+            missing.append(f"pending: {fact.key[:80]}")
+    return missing
+
+
+def summary_text(reply: Any) -> str:
+    """The assistant text of a chat completion (dict), or ""."""
+    try:
+        content = reply["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return ""
+    return content.strip() if isinstance(content, str) else ""
+
+
+def anchored(previous: Summary | None, candidate: Summary | None, removed_through: int, hashes: Sequence[str]) -> Summary | None:
+    """The summary the new epoch shows: the candidate when it is usable, continues the previous one and covers
+    no more than the epoch removes; else the previous one (still valid for the turns it covers)."""
+    if candidate is not None and candidate.usable and candidate.through <= removed_through and \
+            candidate.through < len(hashes) and hashes[candidate.through] == candidate.through_hash and \
+            candidate.start == (previous.through if previous else -1):
+        return candidate
+    return previous
+
