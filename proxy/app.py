@@ -64,6 +64,8 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
             yield
         finally:
             retention.cancel()
+            for task in list(_background):  # summary jobs in flight: the next compaction uses the digest
+                task.cancel()
             await upstream.close()
             engine.sessions.settle_all()
             store.close()

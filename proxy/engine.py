@@ -134,7 +134,8 @@ class Engine:
             total = prefix.tokens + tools_tokens + tail_tokens
             compacted = False
             reason = "budget" if total > budget.trigger else ""
-            if not reason and total > budget.target and policy.phases.enabled and resolved.new_messages:
+            phase_floor = max(budget.target, int(policy.phases.min_ratio * budget.limit))
+            if not reason and total > phase_floor and policy.phases.enabled and resolved.new_messages:
                 boundary = phase_boundary(branch, policy)
                 reason = f"phase: {boundary}" if boundary else ""
             if reason:

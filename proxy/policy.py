@@ -92,7 +92,10 @@ class SummarizerRules:
 
 @dataclass(frozen=True)
 class PhaseRules:
-    enabled: bool = setting(True, "compact at the end of a phase once past target_ratio, not only at the trigger")
+    enabled: bool = setting(True, "compact at the end of a phase, not only at the trigger")
+    min_ratio: float = setting(
+        0.6, "a phase boundary compacts only past this share of the budget (at least target_ratio): earlier, a "
+        "compaction would cost a prefix rewrite the trigger may never have needed", min=0.0, max=1.0)
     subagent_tools: tuple[str, ...] = setting(
         ("task", "Task", "*subagent*", "*sub_agent*", "dispatch_agent", "delegate*"),
         "tool-name globs of subagent or task tools: their result ends a phase")

@@ -17,6 +17,7 @@ COUNTER = TokenCounter()
 
 
 def engine(tmp_path: Path, **phases: Any) -> Engine:
+    phases = {"min_ratio": 0.3, **phases}
     policy = build(Policy, {"name": "p", "recent_turns": 2, "phases": phases,
                             "budget": {"max_input_tokens": 6000, "trigger_ratio": 0.9, "target_ratio": 0.3}})
     return Engine(Config(), {"p": policy}, Store(tmp_path / "s.db"), COUNTER)
@@ -64,3 +65,5 @@ def test_no_phase_compaction_below_the_target_or_when_disabled(tmp_path: Path) -
     assert not any(r.compacted for r in replay(engine(tmp_path / "a"), short))
     messages = work(8) + exchange("t", "bash", "python -m pytest", "<returncode>0</returncode>\n3 passed in 0.2s")
     assert not any(r.compacted for r in replay(engine(tmp_path / "b", enabled=False), messages))
+    # past the target but below phases.min_ratio: the boundary waits
+    assert not any(r.compacted for r in replay(engine(tmp_path / "c", min_ratio=0.8), messages))

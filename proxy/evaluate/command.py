@@ -15,7 +15,17 @@ from ..policy import load_policies
 from ..tokens import TokenCounter
 from .report import markdown_table, plot, write_json
 from .run import Evaluation, MessageTokens, agent_turns, evaluate
-from .strategies import ForwardAll, Mask, PolicyStrategy, Strategy, Truncate, policy_engine, with_budget
+from .strategies import (
+    ForwardAll,
+    Mask,
+    PolicyStrategy,
+    Strategy,
+    Truncate,
+    fake_summary,
+    part_variants,
+    policy_engine,
+    with_budget,
+)
 
 
 def add_parser(commands: Any) -> None:
@@ -35,6 +45,9 @@ def add_parser(commands: Any) -> None:
                         help="price of a cached input token relative to an uncached one (default 0.1)")
     parser.add_argument("--model", default="gpt-4o", help="model name for auto budgets (default gpt-4o)")
     parser.add_argument("--config", default="config.yaml", help="config file naming the policies (default config.yaml)")
+    parser.add_argument("--parts", action="store_true",
+                        help="also run the default policy with one part changed at a time (no names index, no "
+                             "retrieval, no phase compaction, a summariser: the local fake model)")
     parser.set_defaults(handler=main)
 
 
@@ -55,13 +68,16 @@ def build_strategies(args: argparse.Namespace, counter: TokenCounter, tokens_of:
     chosen = load_policies(Path(config.policies_dir), tuple(args.policy)) if args.policy else presets
     names = list(dict.fromkeys(args.policy)) if args.policy else sorted(set(p.name for p in chosen.values()))
     policies = {chosen[name].name: with_budget(chosen[name], args.budget) for name in names}
-    engine = policy_engine(policies, counter)
     default = policies.get(config.policy) or with_budget(presets[config.policy], args.budget)
+    if args.parts:
+        policies.update({variant.name: variant for variant in part_variants(default)})
+    engine = policy_engine(policies, counter)
     baseline_budget = args.budget or engine.budget_tokens(args.model, default)
     strategies: list[Strategy] = [ForwardAll(baseline_budget)]
     if args.baselines:
         strategies += [Truncate(baseline_budget, counter, tokens_of), Mask(args.mask_keep, baseline_budget)]
-    strategies += [PolicyStrategy(policy, engine, args.model) for policy in policies.values()]
+    strategies += [PolicyStrategy(policy, engine, args.model, summarize=fake_summary)
+                   for policy in policies.values()]
     return strategies
 
 

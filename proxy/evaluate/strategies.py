@@ -111,13 +111,15 @@ class Mask:
 class PolicyStrategy:
     """A workset policy, through Engine.prepare and Engine.settle: the server's own code path."""
 
-    def __init__(self, policy: Policy, engine: Engine, model: str, caller: str = EVAL_CALLER) -> None:
+    def __init__(self, policy: Policy, engine: Engine, model: str, caller: str = EVAL_CALLER,
+                 summarize: Callable[[dict[str, Any]], str] | None = None) -> None:
         self.name = policy.name
         self.policy = policy
         self.engine = engine
         self.model = model
         self.caller = caller  # a key hash, as the server computes from the bearer key
         self.budget = engine.budget_tokens(model, policy)
+        self.summarize = summarize  # stands in for summarizer.model: called in line where the server runs a job
 
     def forward(self, trace_id: str, messages: list[Message], tools: list[Any] | None) -> Forwarded:
         body: dict[str, Any] = {"model": self.model, "messages": messages}
@@ -125,10 +127,46 @@ class PolicyStrategy:
             body["tools"] = tools
         prepared = self.engine.prepare(body, self.caller, session_for(self.name, trace_id), self.name)
         self.engine.settle(prepared)
+        if self.summarize is not None:
+            job = self.engine.summary_job(prepared)
+            if job is not None:
+                self.engine.summary_done(prepared, job, self.summarize(job.body))
         return Forwarded(prepared.body["messages"], prepared.compacted)
 
     def close(self) -> None:
         pass
+
+
+def fake_summary(body: dict[str, Any]) -> str:
+    """The local fake summariser model of the eval (and CI): one bullet per removed assistant turn, its first
+    sentence, and the failures among the tool outputs. Deterministic; it invents nothing, so it passes the check
+    whenever a real model would that stays with the record."""
+    prompt = str(body["messages"][-1]["content"])
+    turns = prompt.split("Turns to summarise:\n", 1)[-1]
+    previous = prompt.split("Previous summary (merge it in):\n", 1)[1].split("\n\nTurns to summarise:", 1)[0] \
+        if "Previous summary (merge it in):" in prompt else ""
+    bullets = [line for line in previous.splitlines() if line.startswith("- ")][-12:]
+    for block in turns.split("\n[turn ")[0:]:
+        head = block.split("\n", 1)[0]
+        if " assistant: " in head:
+            sentence = head.split(" assistant: ", 1)[1].split(". ")[0].strip()
+            if sentence:
+                bullets.append(f"- {sentence[:160]}")
+        elif " output [ref:" in head and ("Error" in block or "error" in block):
+            failed = next((line for line in block.splitlines() if "rror" in line), "")
+            bullets.append(f"- a tool call failed: {failed.strip()[:160]}")
+    return "\n".join(bullets[-24:])
+
+
+def part_variants(default: Policy) -> list[Policy]:
+    """The default policy with one part changed at a time, to measure what each part brings."""
+    return [
+        replace(default, name=f"{default.name}-no-names", digest=replace(default.digest, names_share=0.0)),
+        replace(default, name=f"{default.name}-no-retrieval", retrieval=replace(default.retrieval, enabled=False)),
+        replace(default, name=f"{default.name}-no-phases", phases=replace(default.phases, enabled=False)),
+        replace(default, name=f"{default.name}-summary", summarizer=replace(
+            default.summarizer, mode="llm", model="fake-summarizer")),
+    ]
 
 
 def policy_engine(policies: dict[str, Policy], counter: TokenCounter, folder: Path | None = None) -> Engine:
