@@ -48,14 +48,16 @@ def plot(path: Path, datasets: dict[str, Evaluation]) -> None:
     except ImportError as error:  # an optional extra: the proxy itself does not need it
         raise SystemExit("--plot needs matplotlib: pip install 'workset[eval]'") from error
     figure, axes = plt.subplots(len(datasets), 2, figsize=(13, 4.6 * len(datasets)), squeeze=False)
+    palette = plt.get_cmap("tab10").colors
     for row_axes, (name, evaluation) in zip(axes, datasets.items()):
+        colors = {strategy: palette[i % len(palette)] for i, strategy in enumerate(evaluation.records)}
         turns_axis, cost_axis = row_axes
         longest = _longest_trace(evaluation)
         for strategy, records in evaluation.records.items():
             points = [r for r in records if r.trace == longest]
             style = {"none": (":", 2.4), "passthrough": ("--", 1.0)}.get(strategy, ("-", 1.4))
             turns_axis.plot([r.turn for r in points], [r.tokens for r in points], label=strategy,
-                            linestyle=style[0], linewidth=style[1])
+                            linestyle=style[0], linewidth=style[1], color=colors[strategy])
         turns_axis.set_title(f"{name}: tokens forwarded per turn ({longest})", fontsize=9)
         turns_axis.set_xlabel("message index of the agent's next action")
         turns_axis.set_ylabel("input tokens")
@@ -64,9 +66,10 @@ def plot(path: Path, datasets: dict[str, Evaluation]) -> None:
         for row in evaluation.rows:
             recall = row.next_step_recall if row.next_step_recall is not None else 0.0
             points.setdefault((round(row.cached_cost_vs_none, 3), round(recall, 4)), []).append(row.policy)
-        for (cost, recall), names in points.items():  # strategies on the same spot share one label
-            cost_axis.scatter(cost, recall, s=40)
-            cost_axis.annotate(" = ".join(names), (cost, recall), fontsize=8, xytext=(4, 4), textcoords="offset points")
+        for number, ((cost, recall), names) in enumerate(points.items()):  # one label per spot
+            cost_axis.scatter(cost, recall, s=40, color=colors.get(names[0]))
+            cost_axis.annotate(" = ".join(names), (cost, recall), fontsize=7, color=colors.get(names[0]),
+                               xytext=(5, 10 - 11 * (number % 3)), textcoords="offset points")
         cost_axis.set_title(f"{name}: cost with prompt caching vs next-step recall", fontsize=9)
         cost_axis.set_xlabel("cached cost relative to forwarding everything")
         cost_axis.set_ylabel("next-step entity recall")
