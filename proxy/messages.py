@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .records import Message, ToolCall
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -51,21 +49,3 @@ def tool_calls(message: Message) -> list[ToolCall]:
 
 def is_tool_result(message: Message) -> bool:
     return message.get("role") in ("tool", "function")
-
-
-def first_user_index(messages: list[Message]) -> int | None:
-    for index, message in enumerate(messages):
-        if message.get("role") == "user":
-            return index
-    return None
-
-
-def last_user_index(messages: list[Message]) -> int | None:
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
-            return index
-    return None
-
-
-def as_text(value: Any) -> str:
-    return value if isinstance(value, str) else str(value)

@@ -56,11 +56,6 @@ def flat(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def present_share(items: Sequence[str], text: str) -> tuple[int, int]:
-    """(present, total) of items found in text."""
-    return sum(1 for item in items if item in text), len(items)
-
-
 def probe_values(expected_actions: Sequence[dict[str, Any]]) -> list[str]:
     """Scalar argument values of tau's expected actions, as the strings an agent would write."""
     values: list[str] = []

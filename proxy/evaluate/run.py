@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,18 +75,17 @@ class _Tally:
 
 @dataclass
 class TurnRecord:
-    """What one strategy forwarded at one turn (kept for the plot and the HTTP-equality test)."""
+    """How much one strategy forwarded at one turn (for the plot)."""
 
     trace: str
     turn: int
     tokens: int
-    messages: list[Message] | None = None
 
 
 @dataclass
 class Evaluation:
     rows: list[Row]
-    records: dict[str, list[TurnRecord]]  # strategy -> turns of the traces asked to be kept
+    records: dict[str, list[TurnRecord]]  # strategy -> its turns, in replay order
 
 
 class MessageTokens:
@@ -113,12 +112,10 @@ def agent_turns(messages: Sequence[Message]) -> list[int]:
 
 
 def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], counter: TokenCounter,
-             cache_read_price: float = 0.1, keep_records: Iterable[str] = (),
-             progress: Callable[[int], None] = lambda done: None,
+             cache_read_price: float = 0.1, progress: Callable[[int], None] = lambda done: None,
              tokens_of: Callable[[Message], int] | None = None) -> Evaluation:
     tokens_of = tokens_of or MessageTokens(counter)
     tallies = {s.name: _Tally() for s in strategies}
-    keep = set(keep_records)
     records: dict[str, list[TurnRecord]] = {s.name: [] for s in strategies}
     for trace in traces:
         messages, tools = trace["messages"], trace.get("tools") or None
@@ -152,10 +149,7 @@ def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], c
                 tally.pairing += not Pairing().feed(sent).complete
                 checks.score(sent, tally)
                 previous[strategy.name] = sent
-                if trace["id"] in keep:
-                    records[strategy.name].append(TurnRecord(trace["id"], t, total, list(sent)))
-                elif not keep:
-                    records[strategy.name].append(TurnRecord(trace["id"], t, total))
+                records[strategy.name].append(TurnRecord(trace["id"], t, total))
             progress(1)
         for strategy in strategies:
             tallies[strategy.name].traces += 1
