@@ -191,7 +191,14 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
 
     fields["recall"] = resolver.resolved  # filled in as calls are answered (the log line is written at the end)
     if isinstance(result, Reply):
-        result, rounds = await recall.complete(result, outgoing, ask, resolver, policy.recall.max_rounds, later)
+        first = Reply(result.status, result.body, result.content_type)
+        try:
+            result, rounds = await recall.complete(result, outgoing, ask, resolver, policy.recall.max_rounds, later)
+        except WorksetError:
+            raise  # the provider failed a follow-up round: the client gets that error
+        except Exception as error:  # a workset bug: the provider's own first answer goes back as it came
+            get_logger().error("recall_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
+            return first
         fields["recall_rounds"] = rounds
         return result
     return Stream(recall.stream(result, outgoing, ask, resolver, policy.recall.max_rounds, later))

@@ -185,6 +185,10 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable
             deliver_later([resolve(str((c.get("function") or {}).get("arguments", ""))) for c in recall])
             message["tool_calls"] = own
             break
+        if rounds >= max_rounds:  # the tool was withdrawn and the model still calls it: answer with its text
+            message.pop("tool_calls", None)
+            data["choices"][0]["finish_reason"] = "stop"
+            break
         rounds += 1
         body = follow_up(body, message.get("content"), recall, resolve)
         if rounds >= max_rounds:
@@ -203,7 +207,18 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable
 async def stream(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[[str], str], max_rounds: int,
                  deliver_later: Callable[[list[str]], None]) -> AsyncIterator[bytes]:
     """The client's stream across recall rounds: text is relayed as it comes; recall calls are held back, answered,
-    and the next round's chunks follow in the same stream; one finish, one usage chunk, one [DONE] at the end."""
+    and the next round's chunks follow in the same stream; one finish, one usage chunk, one [DONE] at the end.
+    Whatever goes wrong ends the stream with an OpenAI-style error event, never silently."""
+    try:
+        async for chunk in _rounds(first, body, ask, resolve, max_rounds, deliver_later):
+            yield chunk
+    except Exception as error:  # a provider failure in a follow-up round, or a workset bug
+        message = getattr(error, "message", None) or f"workset_recall round failed: {error.__class__.__name__}"
+        yield b"data: " + orjson.dumps(error_body(str(message), "upstream_error", "recall_failed")) + b"\n\n"
+
+
+async def _rounds(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[[str], str], max_rounds: int,
+                  deliver_later: Callable[[list[str]], None]) -> AsyncIterator[bytes]:
     current, rounds, usage = first, 0, None
     while True:
         held = _Held()

@@ -138,3 +138,34 @@ def test_unknown_ref_and_another_sessions_ref_answer_not_found(proxy: Any, fake:
         assert "No stored content has ref" in seen["recalled"]
         assert "SECRET_VALUE_4471" not in seen["recalled"]
         assert reply.choices[0].message.content == "The value is unknown."
+
+
+def test_a_model_that_keeps_calling_recall_gets_at_most_max_rounds() -> None:
+    """Unit level: after max_rounds the tool is withdrawn; a model still calling it gets its text returned."""
+    import asyncio
+
+    import orjson
+
+    from proxy import recall
+    from proxy.upstream import Reply
+
+    def reply(text: str) -> Reply:
+        call = {"id": "r", "type": "function", "function": {"name": "workset_recall", "arguments": '{"query": "x"}'}}
+        return Reply(200, orjson.dumps({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": text, "tool_calls": [call]}}], "usage": {"prompt_tokens": 10,
+                                                                                     "completion_tokens": 1}}))
+
+    asked: list[dict[str, Any]] = []
+
+    async def ask(body: dict[str, Any]) -> Reply:
+        asked.append(body)
+        return reply(f"round {len(asked)}")
+
+    body = recall.offer_tool({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert body is not None
+    final, rounds = asyncio.run(recall.complete(reply("round 0"), body, ask, lambda args: "nothing", 2, lambda t: None))
+    data = orjson.loads(final.body)
+    assert rounds == 2 and len(asked) == 2
+    assert "tools" not in asked[-1]  # the last round had no recall tool to call
+    assert data["choices"][0]["message"]["content"] == "round 2" and "tool_calls" not in data["choices"][0]["message"]
+    assert data["choices"][0]["finish_reason"] == "stop" and data["usage"]["prompt_tokens"] == 30
