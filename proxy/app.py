@@ -20,7 +20,7 @@ from . import recall
 from .auth import caller_key as _caller_key
 from .config import Config
 from .engine import Engine, Prepared, UnknownPolicy
-from .errors import WorksetError, error_body
+from .errors import WorksetError, error_body, json_response
 from .hashing import key_hash
 from .inspect import inspection_routes
 from .logs import configure, get_logger
@@ -80,10 +80,10 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
         created = int(time.time())
         data = [{"id": d.model_name, "object": "model", "created": created, "owned_by": "workset"}
                 for d in config.model_list]
-        return _json(200, {"object": "list", "data": data})
+        return json_response(200, {"object": "list", "data": data})
 
     async def health(request: Request) -> Response:
-        return _json(200, {"status": "ok"})
+        return json_response(200, {"status": "ok"})
 
     routes = [
         HttpRoute("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -127,7 +127,6 @@ async def _chat(workset: Workset, request: Request) -> Response:
         if prepared.epoch is not None:
             fields.update(compaction=prepared.epoch.reason, summary=prepared.epoch.summary_check or "none",
                           state_check=prepared.epoch.state_check)
-        _start_summary(workset, prepared, caller_key)
         if prepared.note:
             fields["note"] = prepared.note
         if config.logging.content:
@@ -135,9 +134,9 @@ async def _chat(workset: Workset, request: Request) -> Response:
         outgoing = _strip_session_metadata(prepared.body)
         fields["workset_ms"] = round((time.perf_counter() - started) * 1000, 3)
         headers = _workset_headers(prepared, explicit, fields["workset_ms"])
-        # Deferred ingest (extraction, store writes) runs at the loop's next turn, once the request is on its way
-        # to the provider: it overlaps the provider's latency instead of adding to it.
-        asyncio.get_running_loop().call_soon(_settle, workset.engine, prepared)
+        # Deferred ingest (extraction, store writes) and the start of a background summary run at the loop's next
+        # turn, once the request is on its way to the provider: they overlap its latency instead of adding to it.
+        asyncio.get_running_loop().call_soon(_after_sending, workset, prepared, caller_key)
         called = time.perf_counter()
         client_headers = _lower_headers(request)
         result = await workset.upstream.chat(target, outgoing, caller_key, client_headers)
@@ -148,7 +147,7 @@ async def _chat(workset: Workset, request: Request) -> Response:
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
         _log_request(log, fields, started)
-        return _json(error.status, error.body())
+        return json_response(error.status, error.body())
     if isinstance(result, Reply):
         fields["status"] = result.status
         _log_request(log, fields, started)
@@ -248,11 +247,13 @@ async def _summarize(workset: Workset, prepared: Prepared, job: Job, caller_key:
                       latency_ms=round((time.perf_counter() - started) * 1000, 3))
 
 
-def _settle(engine: Engine, prepared: Prepared) -> None:
+def _after_sending(workset: Workset, prepared: Prepared, caller_key: str | None) -> None:
     try:
-        engine.settle(prepared)
+        workset.engine.settle(prepared)
     except Exception as error:  # the request already went out; a failed ingest is logged, never raised
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
+        return
+    _start_summary(workset, prepared, caller_key)
 
 
 async def _logged_stream(stream: Stream, log: Any, fields: dict[str, Any], started: float) -> AsyncIterator[bytes]:
@@ -325,7 +326,7 @@ async def _embeddings(workset: Workset, request: Request) -> Response:
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
         _log_request(log, fields, started)
-        return _json(error.status, error.body())
+        return json_response(error.status, error.body())
     fields["status"] = reply.status
     _log_request(log, fields, started)
     return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
@@ -354,19 +355,15 @@ def _lower_headers(request: Request) -> dict[str, str]:
     return {key.lower(): value for key, value in request.headers.items()}
 
 
-def _json(status: int, payload: dict[str, Any]) -> Response:
-    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
-
-
 def _log_request(log: Any, fields: dict[str, Any], started: float) -> None:
     fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
     log.info("request", **fields)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
-    return _json(404, error_body(f"no route {request.method} {request.url.path}", "invalid_request_error", "not_found"))
+    return json_response(404, error_body(f"no route {request.method} {request.url.path}", "invalid_request_error", "not_found"))
 
 
 async def _not_allowed(request: Request, exc: Exception) -> Response:
-    return _json(405, error_body(f"method {request.method} not allowed on {request.url.path}",
+    return json_response(405, error_body(f"method {request.method} not allowed on {request.url.path}",
                                  "invalid_request_error", "method_not_allowed"))

@@ -214,14 +214,14 @@ def _when(timestamp: float | None) -> str:
 
 def _clipped(message: dict[str, Any], limit: int = 160) -> str:
     """One line: the text, then the tool calls, clipped."""
+    from .extract.text import one_line
     from .messages import message_text
 
     parts = [message_text(message)]
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         parts.append(f"-> {function.get('name')}({function.get('arguments')})")
-    text = " ".join(" ".join(parts).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(" ".join(parts), limit)
 
 
 def _positive(text: str) -> int:

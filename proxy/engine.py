@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 from .config import Config
 from .extract.actions import verification
 from .extract.approvals import approval_subject
+from .extract.text import flat
 from .ingest import context_for
 from .messages import is_tool_result, message_text
 from .recall import RECALL_DEFINITION, offer_tool
@@ -120,7 +121,7 @@ class Engine:
                 return unchanged
             budget = Budget.of(policy, self.budget_tokens(model, policy))
             conversation = branch.conversation()
-            epoch = branch.epoch if branch.epoch is not None and branch.epoch.applies_to(conversation) else None
+            epoch = branch.current_epoch(conversation)
             built_for = f"{policy.name}|{epoch.key if epoch else ''}"
             prefix = branch.built
             if prefix is None or branch.built_for != built_for or prefix.upto > len(messages):
@@ -240,11 +241,9 @@ class Engine:
         if not pairing.complete:
             return None
         budget = Budget.of(policy, prepared.budget)
-        epoch = branch.epoch if branch.epoch is not None and branch.epoch.applies_to(conversation) else None
+        epoch = branch.current_epoch(conversation)
         planned = plan_compaction(conversation, pairing.units, epoch, policy, budget, 0, 0, self.counter, self.excerpt)
-        task = first_user(conversation.messages)
-        after_task = task if task is not None else -1
-        removed = [i for i in range(after_task + 1, planned.removed_through + 1) if i not in set(planned.kept)]
+        removed = planned.removed(first_user(conversation.messages))
         state_text = render_state(branch.state, _goal(conversation.messages), policy.state)
         job = job_for(conversation, branch.session_id, removed, epoch.summary if epoch else "",
                       epoch.summary_through if epoch else -1, state_text, policy.summarizer.model,
@@ -280,10 +279,10 @@ class Engine:
                 text = render_state(branch.state, goal, rules, int(rules.max_share * budget.limit),
                                     self.counter.cached_text, brief=rules.position == "both")
                 message = state_message(text)
-                cached = branch.tail_cache = (key, message, self.counter.message(message, generated=True))
+                cached = branch.tail_cache = (key, text, message, self.counter.message(message, generated=True))
             if not retrieved:
-                return cached[1], cached[2]
-            state_text = message_text(cached[1]).split("\n", 1)[1]
+                return cached[2], cached[3]
+            state_text = cached[1]
         if not retrieved:
             return None, 0
         message = state_message("\n\n".join(part for part in (state_text, RETRIEVED + "\n" + retrieved) if part))
@@ -316,11 +315,8 @@ class Engine:
             parts.append(irreversible_guard(body.get("tools") or [], rules.irreversible_tools, asked,
                                             branch.state.constraints, branch.state.of_kind(APPROVAL)))
         text = "\n\n".join(part for part in parts if part)
-        quota = int(rules.max_share * budget.limit)
-        if text and self.counter.text(text) > quota:
-            text = self.counter.encoding.decode(self.counter.encoding.encode_ordinary(text)[:quota],
-                                                errors="replace") + " …"
-        return text
+        text, dropped = self.counter.head(text, int(rules.max_share * budget.limit))
+        return text + " …" if dropped else text
 
     def deliver_later(self, prepared: Prepared, texts: list[str]) -> None:
         """Recall answers the model asked for alongside the agent's own calls: shown with the next request."""
@@ -339,7 +335,7 @@ def next_action(branch: Branch) -> str:
         return f"pending: {pending[0].key}"
     messages = branch.messages
     if messages and messages[-1].get("role") == "user":
-        return "answer the user: " + " ".join(message_text(messages[-1]).split())[:200]
+        return "answer the user: " + flat(message_text(messages[-1]))[:200]
     if messages and is_tool_result(messages[-1]):
         last = len(messages) - 1
         return f"continue after {branch.tool_names[last] or 'tool'} -> {branch.outcomes[last] or 'ok'}"

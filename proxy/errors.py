@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+from starlette.responses import Response
+
 
 def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None,
                param: str | None = None) -> dict[str, Any]:
@@ -28,3 +31,14 @@ class WorksetError(Exception):
 
 def bad_request(message: str, param: str | None = None, code: str = "invalid_request") -> WorksetError:
     return WorksetError(400, message, "invalid_request_error", code, param)
+
+
+def json_response(status: int, payload: dict[str, Any]) -> Response:
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+
+
+def sse_error(message: str, kind: str, code: str, tail: bytes = b"\n\n") -> bytes:
+    """An error event for a server-sent-event stream, starting on an event boundary whatever `tail` (the end of
+    what was sent so far) left open."""
+    separator = b"" if tail.endswith(b"\n\n") else b"\n\n"
+    return separator + b"data: " + orjson.dumps(error_body(message, kind, code)) + b"\n\n"

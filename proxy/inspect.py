@@ -7,17 +7,17 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from .auth import caller_key, require_workset_key
-from .errors import WorksetError, bad_request, error_body
+from .errors import WorksetError, bad_request, error_body, json_response
 from .hashing import REF_LENGTH, key_hash
 from .logs import get_logger
 from .messages import message_text
 from .records import Message
+from .session import path_state
 from .state import TaskState, state_snapshot
 from .store import Store
 from .workingset import first_user
@@ -69,11 +69,7 @@ def latest_branch(store: Store, session_id: str) -> LatestBranch:
     path = store.path_to(tip) if tip else []
     messages = [row["message"] for row in path]
     hashes = [row["hash"] for row in path]
-    facts, actions = store.path_records(session_id, hashes)
-    state = TaskState()
-    for _, fact in facts:
-        state.apply_fact(fact)
-    state.actions.extend(action for _, action in actions)
+    state, _ = path_state(store, session_id, hashes)
     task = first_user(messages)
     return LatestBranch(messages, hashes, state, message_text(messages[task]) if task is not None else "")
 
@@ -137,13 +133,13 @@ def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Res
             key = caller_key(request)
             require_workset_key(workset.config, key)
             _settle_all(workset)
-            return _json(200, view(workset.store, key_hash(key), request))
+            return json_response(200, view(workset.store, key_hash(key), request))
         except WorksetError as error:
-            return _json(error.status, error.body())
+            return json_response(error.status, error.body())
         except Exception as error:  # a store fault: answered in OpenAI's format, and logged
             get_logger().error("inspection_failed", path=request.url.path, exc_info=True,
                                error=f"{error.__class__.__name__}: {error}")
-            return _json(500, error_body("workset could not read its store", "server_error", "internal_error"))
+            return json_response(500, error_body("workset could not read its store", "server_error", "internal_error"))
 
     return endpoint
 
@@ -162,10 +158,6 @@ def _limit(request: Request) -> int:
     if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
         raise bad_request(f"limit must be an integer from 1 to {MAX_LIMIT}, got {_clip(text)!r}", "limit")
     return int(text)
-
-
-def _json(status: int, payload: dict[str, Any]) -> Response:
-    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
 
 
 def _clip(text: str, limit: int = 80) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from .errors import error_body
+from .errors import sse_error
 from .records import Message
 from .store import Store
 from .tokens import TokenCounter
@@ -115,12 +115,8 @@ class Resolver:
         return 'workset_recall takes {"ref": "ID"} or {"query": "words"}.'
 
     def _cut(self, text: str, limit: int | None = None) -> str:
-        limit = limit or self.max_tokens
-        tokens = self.counter.encoding.encode_ordinary(text)
-        if len(tokens) <= limit:
-            return text
-        return self.counter.encoding.decode(tokens[:limit], errors="replace") + (
-            f"\n… ({len(tokens) - limit} more tokens: ask again with a narrower query)")
+        head, dropped = self.counter.head(text, limit or self.max_tokens)
+        return head + f"\n… ({dropped} more tokens: ask again with a narrower query)" if dropped else head
 
 
 @dataclass
@@ -214,7 +210,7 @@ async def stream(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[[
             yield chunk
     except Exception as error:  # a provider failure in a follow-up round, or a workset bug
         message = getattr(error, "message", None) or f"workset_recall round failed: {error.__class__.__name__}"
-        yield b"data: " + orjson.dumps(error_body(str(message), "upstream_error", "recall_failed")) + b"\n\n"
+        yield sse_error(str(message), "upstream_error", "recall_failed")
 
 
 async def _rounds(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[[str], str], max_rounds: int,
@@ -237,7 +233,7 @@ async def _rounds(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[
             nxt = await ask(body)
             if not hasattr(nxt, "chunks"):  # the provider refused the follow-up: say so in the stream
                 message = "upstream failed while answering a workset_recall round"
-                yield b"data: " + orjson.dumps(error_body(message, "upstream_error", "recall_failed")) + b"\n\n"
+                yield sse_error(message, "upstream_error", "recall_failed")
                 return
             current = nxt
             continue

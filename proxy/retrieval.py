@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .extract.names import names
+from .extract.text import one_line
 from .messages import is_tool_result, message_text
 from .records import Action, Fact, Message
 
@@ -51,9 +52,9 @@ def failure_advice(actions: Sequence[Action], recent_outcomes: Sequence[tuple[st
     failed = actions[best[1]]
     fix = next((a for a in actions[best[1] + 1:] if a.tool == failed.tool and a.outcome == "ok"), None)
     lines = ["Two tool calls in a row failed. An earlier similar failure:",
-             f"- {failed.tool} {_clip(failed.arguments, 200)} -> {_clip(failed.gist, 200)}{_ref(failed)}"]
+             f"- {failed.tool} {one_line(failed.arguments, 200)} -> {one_line(failed.gist, 200)}{_ref(failed)}"]
     if fix is not None:
-        lines.append(f"What worked after it: {fix.tool} {_clip(fix.arguments, 300)} -> {_clip(fix.gist, 200)}{_ref(fix)}")
+        lines.append(f"What worked after it: {fix.tool} {one_line(fix.arguments, 300)} -> {one_line(fix.gist, 200)}{_ref(fix)}")
     return "\n".join(lines)
 
 
@@ -72,7 +73,7 @@ def elided_mentions(user_text: str, visible: str, search: Search, limit_chars: i
             if not lines:
                 continue
             entry = f"- {name} in [ref:{hit['ref']}] ({hit.get('tool') or hit.get('role')}):\n  " + "\n  ".join(
-                _clip(line, 300) for line in lines)
+                one_line(line, 300) for line in lines)
             if used + len(entry) > limit_chars:
                 break
             out.append(entry)
@@ -136,8 +137,3 @@ def _tool_name(tool: Any) -> str:
 
 def _ref(item: Action) -> str:
     return f" [ref:{item.evidence_ref}]" if item.evidence_ref else ""
-
-
-def _clip(text: str, limit: int) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

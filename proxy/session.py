@@ -45,13 +45,17 @@ class Branch:
     built: BuiltPrefix | None = None  # working set built so far under `epoch` (policy name in built_for)
     built_for: str = ""
     total_tokens: int = 0
-    tail_cache: tuple[object, Message, int] | None = None  # (key, live state message, its tokens)
+    tail_cache: tuple[object, str, Message, int] | None = None  # (key, live state text, its message, tokens)
     pairing: Pairing = field(default_factory=Pairing)  # tool-call pairing of `messages`, fed incrementally
     pending_recall: list[str] = field(default_factory=list)  # recall answers to show with the next request
     summary_candidate: Summary | None = None  # a finished background summary, waiting for the next compaction
     summary_running: bool = False
     settled: int = 0  # messages before this index are extracted and recorded; the rest wait for settle()
     recorded_as: tuple[str, str] = ("", "")  # model and policy of the latest request, for the session row
+
+    def current_epoch(self, conversation: Conversation) -> Epoch | None:
+        """The latest compaction, if it applies to this exact path."""
+        return self.epoch if self.epoch is not None and self.epoch.applies_to(conversation) else None
 
     def conversation(self) -> Conversation:
         return Conversation(self.messages, self.hashes, self.refs, self.tokens, self.tool_names, self.gists, self.outcomes,
@@ -223,14 +227,7 @@ class Sessions:
 
     def _load_path(self, branch: Branch) -> None:
         """State, ledger ids and the latest compaction, folded from the store along this path only."""
-        facts, actions = self.store.path_records(branch.session_id, branch.hashes)
-        state = TaskState()
-        fact_nodes: dict[tuple[str, str], str] = {}
-        for node, fact in facts:
-            state.apply_fact(fact)
-            fact_nodes[(fact.kind, fact.key)] = node
-        state.actions.extend(action for _, action in actions)
-        branch.state, branch.fact_nodes = state, fact_nodes
+        branch.state, branch.fact_nodes = path_state(self.store, branch.session_id, branch.hashes)
         checkpoint = self.store.latest_checkpoint_on_path(branch.session_id, branch.hashes)
         branch.epoch = epoch_from_dict(checkpoint) if checkpoint else None
         branch.built = None
@@ -295,6 +292,18 @@ class Sessions:
         model, policy = branch.recorded_as
         self.store.record(branch.session_id, records, facts, actions, model, policy, len(messages))
         branch.settled = len(messages)
+
+
+def path_state(store: Store, session_id: str, hashes: Sequence[str]) -> tuple[TaskState, dict[tuple[str, str], str]]:
+    """The task state folded from the ledger along one path only, and the node of each key's latest value."""
+    facts, actions = store.path_records(session_id, hashes)
+    state = TaskState()
+    fact_nodes: dict[tuple[str, str], str] = {}
+    for node, fact in facts:
+        state.apply_fact(fact)
+        fact_nodes[(fact.kind, fact.key)] = node
+    state.actions.extend(action for _, action in actions)
+    return state, fact_nodes
 
 
 def epoch_to_dict(epoch: Epoch) -> dict[str, object]:

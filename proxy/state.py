@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .extract.text import flat, one_line
 from .policy import StateRules
 from .records import (
     APPROVAL,
@@ -74,20 +75,20 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     plan = state.of_kind(PLAN)
     essential = ["## Task state (kept by workset from this conversation; values are exact, [ref:ID] can be recalled)"]
     if goal:
-        essential.append(f"Goal: {_one_line(goal, 300)}")
+        essential.append(f"Goal: {one_line(goal, 300)}")
     sections: dict[str, list[str]] = {
         # never cut: constraints and pending work are never compressed away
-        CONSTRAINTS: [f"- {_flat(f.value)}" for f in state.constraints],
-        PENDING: [f"- [ ] {_flat(f.key)}" for f in plan if f.value != "completed"],
-        APPROVALS: [f"- {_one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(APPROVAL)],
-        VERIFIED: [f"- {_one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(VERIFICATION)],
+        CONSTRAINTS: [f"- {flat(f.value)}" for f in state.constraints],
+        PENDING: [f"- [ ] {flat(f.key)}" for f in plan if f.value != "completed"],
+        APPROVALS: [f"- {one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(APPROVAL)],
+        VERIFIED: [f"- {one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(VERIFICATION)],
     }
     optional: list[tuple[str, list[str]]] = [] if brief else [
         (FACTS, _fact_lines(_key_facts(state, rules.max_facts, visible, focus), rules.value_chars)),
-        (DECISIONS, [f"- {_one_line(f.value, 300)}" for f in state.of_kind(DECISION)][::-1][: rules.max_decisions]),
-        (COMPLETED, [f"- [x] {_one_line(f.key, 200)}" for f in plan if f.value == "completed"][::-1]
+        (DECISIONS, [f"- {one_line(f.value, 300)}" for f in state.of_kind(DECISION)][::-1][: rules.max_decisions]),
+        (COMPLETED, [f"- [x] {one_line(f.key, 200)}" for f in plan if f.value == "completed"][::-1]
          [: rules.max_completed]),
-        (FAILED, [f"- {a.tool} {_one_line(a.arguments, 160)} -> {_one_line(a.gist, 200)}{_ref(a)}"
+        (FAILED, [f"- {a.tool} {one_line(a.arguments, 160)} -> {one_line(a.gist, 200)}{_ref(a)}"
                   for a in _failed_approaches(state.actions, rules.max_failures)][::-1]),
     ]
     room: int | None = None
@@ -135,7 +136,7 @@ def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: 
 
     key_facts = [f for f in state.facts.values() if f.kind not in SECTION_KINDS]
     return {
-        "goal": _one_line(goal, 300),
+        "goal": one_line(goal, 300),
         "next_action": next_action,
         "constraints": [f.value for f in state.constraints],
         "plan": [{"item": f.key, "status": f.value} for f in plan],
@@ -195,11 +196,11 @@ def _fact_lines(groups: list[list[Fact]], value_chars: int) -> list[str]:
     for facts in groups:
         group = _group(facts[0])
         if group:
-            fields = "; ".join(f"{f.key[len(group) + 1:]}={_one_line(f.value, value_chars)}" for f in facts)
+            fields = "; ".join(f"{f.key[len(group) + 1:]}={one_line(f.value, value_chars)}" for f in facts)
             lines.append(f"- {group}{_ref(facts[-1])}: {fields}")
             continue
         for fact in facts:
-            value = _one_line(fact.value, value_chars)
+            value = one_line(fact.value, value_chars)
             shown = value if fact.key.lower() in value.lower() else f"{fact.key} = {value}"
             lines.append(f"- {shown}{_ref(fact)}")
     return lines
@@ -228,12 +229,3 @@ def _failed_approaches(actions: list[Action], limit: int) -> list[Action]:
 
 def _ref(item: Fact | Action) -> str:
     return f" [ref:{item.evidence_ref}]" if item.evidence_ref else ""
-
-
-def _flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -235,26 +235,11 @@ class Store:
         if fresh:
             self.flush()
         found: dict[str, NodeRow] = {}
-        with self._read_lock:
-            for chunk in _chunks(hashes):
-                marks = ",".join("?" * len(chunk))
-                for row in self._read.execute(
-                    f"SELECT hash, session_id, depth, tokens, ref, tool, gist, outcome, names FROM messages"
-                    f" WHERE hash IN ({marks})",
-                    chunk,
-                ):
-                    found[row[0]] = NodeRow(*row[:8], row[8] or "")
+        for row in self._select_in(
+                "SELECT hash, session_id, depth, tokens, ref, tool, gist, outcome, names FROM messages WHERE hash IN ({})",
+                (), hashes):
+            found[row[0]] = NodeRow(*row[:8], row[8] or "")
         return found
-
-    def message_bodies(self, hashes: Sequence[str]) -> dict[str, dict[str, Any]]:
-        self.flush()
-        bodies: dict[str, dict[str, Any]] = {}
-        with self._read_lock:
-            for chunk in _chunks(hashes):
-                marks = ",".join("?" * len(chunk))
-                for digest, body in self._read.execute(f"SELECT hash, body FROM messages WHERE hash IN ({marks})", chunk):
-                    bodies[digest] = orjson.loads(body)
-        return bodies
 
     def record(self, session_id: str, messages: Sequence[NewMessage], facts: Sequence[tuple[str, Fact, str | None]],
                actions: Sequence[tuple[str, Action]], model: str, policy: str, depth: int) -> None:
@@ -307,21 +292,12 @@ class Store:
         order = {digest: index for index, digest in enumerate(hashes)}
         facts: list[tuple[int, int, str, Fact]] = []
         actions: list[tuple[int, int, str, Action]] = []
-        with self._read_lock:
-            for chunk in _chunks(hashes):
-                marks = ",".join("?" * len(chunk))
-                for row in self._read.execute(
-                    f"SELECT id, node, turn, kind, key, value, evidence_ref, source FROM facts"
-                    f" WHERE session_id = ? AND node IN ({marks})",
-                    (session_id, *chunk),
-                ):
-                    facts.append((order[row[1]], row[0], row[1], Fact(row[3], row[4], row[5], row[2], row[6], row[7] or "")))
-                for row in self._read.execute(
-                    f"SELECT id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref FROM actions"
-                    f" WHERE session_id = ? AND node IN ({marks})",
-                    (session_id, *chunk),
-                ):
-                    actions.append((order[row[1]], row[0], row[1], Action(row[2], row[3], row[4], row[5], row[6], row[7], row[8])))
+        for row in self._select_in("SELECT id, node, turn, kind, key, value, evidence_ref, source FROM facts"
+                                   " WHERE session_id = ? AND node IN ({})", (session_id,), hashes):
+            facts.append((order[row[1]], row[0], row[1], Fact(row[3], row[4], row[5], row[2], row[6], row[7] or "")))
+        for row in self._select_in("SELECT id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref"
+                                   " FROM actions WHERE session_id = ? AND node IN ({})", (session_id,), hashes):
+            actions.append((order[row[1]], row[0], row[1], Action(row[2], row[3], row[4], row[5], row[6], row[7], row[8])))
         facts.sort(key=lambda item: (item[0], item[1]))
         actions.sort(key=lambda item: (item[0], item[1]))
         return [(node, fact) for _, _, node, fact in facts], [(node, action) for _, _, node, action in actions]
@@ -348,15 +324,10 @@ class Store:
         """The deepest compaction whose tip lies on this path."""
         self.flush()
         best: tuple[int, int, str] | None = None
-        with self._read_lock:
-            for chunk in _chunks(hashes):
-                marks = ",".join("?" * len(chunk))
-                for row in self._read.execute(
-                    f"SELECT depth, id, epoch FROM checkpoints WHERE session_id = ? AND node IN ({marks})",
-                    (session_id, *chunk),
-                ):
-                    if best is None or (row[0], row[1]) > (best[0], best[1]):
-                        best = row
+        for row in self._select_in("SELECT depth, id, epoch FROM checkpoints WHERE session_id = ? AND node IN ({})",
+                                   (session_id,), hashes):
+            if best is None or (row[0], row[1]) > (best[0], best[1]):
+                best = row
         return orjson.loads(best[2]) if best else None
 
     def checkpoints(self, session_id: str) -> list[dict[str, Any]]:
@@ -407,6 +378,14 @@ class Store:
 
     def actions(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM actions WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit))
+
+    def _select_in(self, query: str, params: tuple[Any, ...], keys: Sequence[str]) -> list[tuple[Any, ...]]:
+        """Rows of `query`, whose `IN ({})` takes `keys` a chunk at a time (SQLite caps host parameters)."""
+        rows: list[tuple[Any, ...]] = []
+        with self._read_lock:
+            for chunk in _chunks(keys):
+                rows.extend(self._read.execute(query.format(",".join("?" * len(chunk))), (*params, *chunk)))
+        return rows
 
     def _rows(self, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
         self.flush()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .extract.names import names
+from .extract.text import flat
 from .messages import is_tool_result, message_text
 from .state import TaskState
 from .workingset import Conversation
@@ -121,13 +122,13 @@ def verify(job: Job, text: str, state_text: str) -> str:
 
 def state_kept(before: TaskState, state_text: str) -> list[str]:
     """What the state held before a compaction and its rendering no longer shows (must be empty)."""
-    flat = " ".join(state_text.split()).lower()
+    shown = flat(state_text).lower()
     missing: list[str] = []
     for fact in before.constraints:
-        if " ".join(fact.value.split()).lower() not in flat:
+        if flat(fact.value).lower() not in shown:
             missing.append(f"constraint: {fact.value[:80]}")
     for fact in before.pending:
-        if " ".join(fact.key.split()).lower() not in flat:
+        if flat(fact.key).lower() not in shown:
             missing.append(f"pending: {fact.key[:80]}")
     return missing
 

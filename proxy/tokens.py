@@ -79,6 +79,13 @@ class TokenCounter:
             count = self._cache[text] = self.text(text)
         return count
 
+    def head(self, text: str, limit: int) -> tuple[str, int]:
+        """The first `limit` tokens of `text`, and how many tokens were left out."""
+        tokens = self.encoding.encode_ordinary(text)
+        if len(tokens) <= limit:
+            return text, 0
+        return self.encoding.decode(tokens[:limit], errors="replace"), len(tokens) - limit
+
     def message(self, message: Message, generated: bool = False) -> int:
         count = self.cached_text if generated else self.text
         total = MESSAGE_OVERHEAD

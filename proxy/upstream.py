@@ -20,7 +20,7 @@ import aiohttp
 import orjson
 
 from .config import Deployment, UpstreamSettings
-from .errors import WorksetError, error_body
+from .errors import WorksetError, error_body, sse_error
 from .tokens import litellm_tokenizers_dir
 
 OPENAI_COMPATIBLE = frozenset({"openai", "custom_openai", "openai_like"})
@@ -108,12 +108,7 @@ class Upstream:
             reply = await self._http(target, "/embeddings", body, caller_key, client_headers, stream=False)
             assert isinstance(reply, Reply)
             return reply
-        litellm = await load_litellm()
-        kwargs = self._litellm_kwargs(target, body, caller_key)
-        try:
-            response = await litellm.aembedding(**kwargs)
-        except Exception as error:
-            raise litellm_error(error) from error
+        response = await self._litellm("aembedding", target, body, caller_key)
         return Reply(200, orjson.dumps(response.model_dump()))
 
     # --- plain HTTP to OpenAI-compatible APIs ---------------------------------------------------------------
@@ -164,6 +159,14 @@ class Upstream:
 
     # --- litellm for every other provider -------------------------------------------------------------------
 
+    async def _litellm(self, function: str, target: Route, body: dict[str, Any], caller_key: str | None) -> Any:
+        """litellm.<function>(...) for this deployment, its exceptions mapped to workset's errors."""
+        litellm = await load_litellm()
+        try:
+            return await getattr(litellm, function)(**self._litellm_kwargs(target, body, caller_key))
+        except Exception as error:
+            raise litellm_error(error) from error
+
     def _litellm_kwargs(self, target: Route, body: dict[str, Any], caller_key: str | None) -> dict[str, Any]:
         params = dict(target.deployment.litellm_params)
         kwargs = {key: value for key, value in params.items() if key not in ("model",)}
@@ -177,12 +180,7 @@ class Upstream:
         return kwargs
 
     async def _litellm_chat(self, target: Route, body: dict[str, Any], caller_key: str | None) -> Reply | Stream:
-        litellm = await load_litellm()
-        kwargs = self._litellm_kwargs(target, body, caller_key)
-        try:
-            response = await litellm.acompletion(**kwargs)
-        except Exception as error:
-            raise litellm_error(error) from error
+        response = await self._litellm("acompletion", target, body, caller_key)
         if not body.get("stream"):
             return Reply(200, orjson.dumps(response.model_dump(exclude_none=True)))
         return Stream(_litellm_chunks(response, target.model))
@@ -198,10 +196,10 @@ async def _relay(response: aiohttp.ClientResponse, base: str) -> AsyncIterator[b
                 tail = chunk[-2:]
                 yield chunk
     except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-        yield _error_event(tail, f"upstream {base} stalled mid-stream", "upstream_timeout", "timeout")
+        yield sse_error(f"upstream {base} stalled mid-stream", "upstream_timeout", "timeout", tail)
     except aiohttp.ClientError as error:
-        yield _error_event(tail, f"upstream {base} cut the stream: {error.__class__.__name__}", "upstream_error",
-                           "stream_cut")
+        yield sse_error(f"upstream {base} cut the stream: {error.__class__.__name__}", "upstream_error",
+                        "stream_cut", tail)
     finally:
         response.release()
 
@@ -213,12 +211,7 @@ async def _litellm_chunks(response: Any, model: str) -> AsyncIterator[bytes]:
         yield b"data: [DONE]\n\n"
     except Exception as error:  # litellm raises its own mapped exceptions mid-stream
         mapped = litellm_error(error)
-        yield _error_event(b"\n\n", mapped.message, mapped.type, mapped.code)
-
-
-def _error_event(tail: bytes, message: str, kind: str, code: str) -> bytes:
-    separator = b"" if tail.endswith(b"\n\n") else b"\n\n"
-    return separator + b"data: " + orjson.dumps(error_body(message, kind, code)) + b"\n\n"
+        yield sse_error(mapped.message, mapped.type, mapped.code)
 
 
 def _as_openai_error(content: bytes, status: int) -> bytes:

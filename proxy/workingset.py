@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from .extract.text import one_line
 from .messages import PINNED_ROLES, is_tool_result, message_text
 from .policy import Policy
 from .records import Message
@@ -77,6 +78,11 @@ class Epoch:
             if index >= 0 and (index >= len(hashes) or hashes[index] != digest):
                 return False
         return True
+
+    def removed(self, task: int | None) -> list[int]:
+        """Indices this epoch takes out of the working set (after the task, up to removed_through, not kept)."""
+        kept = set(self.kept)
+        return [i for i in range((task if task is not None else -1) + 1, self.removed_through + 1) if i not in kept]
 
     @property
     def key(self) -> str:
@@ -191,7 +197,7 @@ def first_user(messages: Sequence[Message]) -> int | None:
 def placeholder(conversation: Conversation, index: int, policy: Policy) -> Message:
     """A tool output that left the working set: tool, one-line gist, ref."""
     message = conversation.messages[index]
-    gist = _cut(conversation.gists[index], policy.tool_outputs.gist_chars)
+    gist = one_line(conversation.gists[index], policy.tool_outputs.gist_chars)
     tool = conversation.tool_names[index] or "tool"
     text = f"{WORKSET_TAG} {tool} output elided: {gist} [ref:{conversation.refs[index]}]"
     return _with_content(message, text)
@@ -249,11 +255,6 @@ def _with_content(message: Message, text: str) -> Message:
     copy = dict(message)
     copy["content"] = text
     return copy
-
-
-def _cut(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 # --- building ---------------------------------------------------------------------------------------------------
@@ -496,18 +497,18 @@ def digest_lines(conversation: Conversation, unit: tuple[int, int], policy: Poli
     calls = first.get("tool_calls") or []
     if role != "assistant" or not calls:
         if text.strip():
-            lines.append(f"- turn {unit[0]} {role}: {_cut(text, rules.text_chars)} [ref:{conversation.refs[unit[0]]}]")
+            lines.append(f"- turn {unit[0]} {role}: {one_line(text, rules.text_chars)} [ref:{conversation.refs[unit[0]]}]")
         return lines
     results = {messages[i].get("tool_call_id"): i for i in range(unit[0] + 1, unit[1] + 1)}
     for call in calls:
         function = call.get("function") or {}
-        arguments = _cut(str(function.get("arguments", "")), rules.arguments_chars)
+        arguments = one_line(str(function.get("arguments", "")), rules.arguments_chars)
         result = results.get(call.get("id"))
         if result is None:
             lines.append(f"- turn {unit[0]} {function.get('name', 'tool')} {arguments}")
             continue
         outcome = conversation.outcomes[result] or "ok"
-        gist = _cut(conversation.gists[result], rules.gist_chars)
+        gist = one_line(conversation.gists[result], rules.gist_chars)
         lines.append(f"- turn {unit[0]} {function.get('name', 'tool')} {arguments} -> {outcome}: {gist} [ref:{conversation.refs[result]}]")
     return lines
 

@@ -46,6 +46,17 @@ def collapse(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
+def flat(text: str) -> str:
+    """Whitespace runs become one space (str.split's notion of whitespace); ends trimmed."""
+    return " ".join(str(text).split())
+
+
+def one_line(text: str, limit: int) -> str:
+    """Flat, and at most `limit` characters: cut hard, with an ellipsis (rendered lines stay predictable)."""
+    line = flat(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def normalize(text: str) -> str:
     """A comparison form: markup dropped, lowercased, whitespace collapsed, trailing punctuation dropped.
 
