@@ -178,7 +178,11 @@ def main() -> None:
                   f"{row['own_p95']:>8.2f} {share:>9.0%}")
         end = turn_at(messages, 100)
         body = json.dumps({"model": args.model, "messages": messages[:end], "tools": tools}).encode()
-        rps_proxy = asyncio.run(throughput(proxy.url, body, 32, args.seconds, workset=True))
+        try:
+            rps_proxy = asyncio.run(throughput(proxy.url, body, 32, args.seconds, workset=True))
+        except httpx.HTTPError:
+            print("workset's log (tail):\n" + proxy.output()[-3000:], file=sys.stderr)
+            raise
         rps_direct = asyncio.run(throughput(provider.url, body, 32, args.seconds, workset=False))
         print(f"32 concurrent clients, {end}-message requests: {rps_proxy:.0f} req/s through workset, "
               f"{rps_direct:.0f} req/s direct")
