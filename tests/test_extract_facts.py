@@ -160,10 +160,11 @@ def test_tau_reservation_json_is_keyed_by_reservation_and_flight() -> None:
     assert fields["HATHAT.cabin"] == "economy"
     assert fields["HATHAT.insurance"] == "no"
     assert fields["HATHAT.total_baggages"] == "3"
-    assert fields["HAT136.date"] == "2024-05-20"
-    assert fields["HAT039.price"] == "103"
+    # the parts of a reservation stay under it: a flight's price here is what this booking paid
+    assert fields["HATHAT.flights.HAT136.date"] == "2024-05-20"
+    assert fields["HATHAT.flights.HAT039.price"] == "103"
     assert fields["HATHAT.passengers[0].dob"] == "1990-04-05"
-    assert fields["certificate_7504069.amount"] == "250"  # payment ids are distinct: they key their entries
+    assert fields["HATHAT.payment_history.certificate_7504069.amount"] == "250"  # distinct payment ids key entries
 
 
 @requires_traces
@@ -173,8 +174,9 @@ def test_tau_user_details_are_keyed_by_the_user_id_argument() -> None:
     fields = tool_facts(messages[7]["content"], call["name"], call["arguments"])
     assert fields["mia_li_3668.email"] == "mia.li3818@example.com"
     assert fields["mia_li_3668.name.first_name"] == "Mia"
-    assert fields["credit_card_4421486.last_four"] == "7447"  # nested objects name themselves
-    assert fields["certificate_7504069.amount"] == "250"
+    # named parts stay under the user the call named
+    assert fields["mia_li_3668.payment_methods.credit_card_4421486.last_four"] == "7447"
+    assert fields["mia_li_3668.payment_methods.certificate_7504069.amount"] == "250"
 
 
 @requires_traces
@@ -183,7 +185,7 @@ def test_tau_update_supersedes_the_fields_read_before() -> None:
     messages = trace("tau-dev", "tau-airline/task2/trial0")["messages"]
     before = tool_facts(messages[7]["content"], "get_reservation_details", '{"reservation_id": "JG7FMM"}')
     after = tool_facts(messages[15]["content"], "update_reservation_flights", '{"reservation_id": "JG7FMM"}')
-    assert (before["HAT028.price"], after["HAT028.price"]) == ("1859", "140")
+    assert (before["JG7FMM.flights.HAT028.price"], after["JG7FMM.flights.HAT028.price"]) == ("1859", "140")
     assert before["JG7FMM.cabin"] == after["JG7FMM.cabin"] == "business"
 
 

@@ -133,8 +133,8 @@ def _tool(text: str, data: object, call: ToolCall | None, action: Action) -> lis
     if checked is not None:
         triples.append((VERIFICATION, checked[0], checked[1]))
     if data is not None:
-        root = (argument_root(call.arguments) if call else "") or action.tool
-        triples += [(FIELD, key, value) for key, value in json_facts(data, root)]
+        named = argument_root(call.arguments) if call else ""
+        triples += [(FIELD, key, value) for key, value in json_facts(data, named or action.tool, named_root=bool(named))]
     else:
         triples += text_facts(head_and_tail(text))
     return triples

@@ -469,37 +469,49 @@ def parse_json(text: str) -> Any:
     return value if isinstance(value, (dict, list)) else None
 
 
-def json_facts(data: Any, root: str = "", limit: int = MAX_JSON_FACTS) -> list[tuple[str, str]]:
+def json_facts(data: Any, root: str = "", limit: int = MAX_JSON_FACTS,
+               named_root: bool = False) -> list[tuple[str, str]]:
     """(key, value) for the scalar leaves of parsed JSON, in document order, at most `limit`.
 
     An object that names itself (a field `id`, `*_id`, `*_number`, `code`...) qualifies its fields by that
     identifier, so `{"reservation_id": "ZFA04Y", "status": "cancelled"}` gives `ZFA04Y.status` whatever call
-    returned it. Other objects and list items are keyed by their path from the nearest such object or `root`.
+    returned it. Inside a named object (or an object the call's arguments name: `named_root`), a named part stays
+    under its whole: `ZFA04Y.flights.HAT028.price` (the price paid in that reservation, not the fare searched),
+    `mia_li_3668.payment_methods.certificate_7504069.amount`. Other objects and list items are keyed by their
+    path from the nearest named object or `root`.
     """
     out: list[tuple[str, str]] = []
     seen: set[str] = set()
-    _walk(data, root, out, seen, limit, depth=0)
+    _walk(data, root, out, seen, limit, depth=0, anchored=named_root and isinstance(data, dict))
     return out
 
 
 def _walk(
-    value: Any, path: str, out: list[tuple[str, str]], seen: set[str], limit: int, depth: int, named: bool = True
+    value: Any, path: str, out: list[tuple[str, str]], seen: set[str], limit: int, depth: int, named: bool = True,
+    anchored: bool = False,
 ) -> None:
-    """Depth-first over `value`; `named` is False for a list item whose identifier repeats among its siblings."""
+    """Depth-first over `value`; `named` is False for a list item whose identifier repeats among its siblings;
+    `anchored` is True under a named object."""
     if len(out) >= limit or depth > MAX_JSON_DEPTH:
         return
     if isinstance(value, dict):
         own = identifier(value) if named else None
-        base = own if own is not None else path
+        if own is None:
+            base = path
+        elif depth == 0 or not anchored:
+            base, anchored = own, True
+        else:  # a part of a named whole; a dict keyed by ids already has the id in its path
+            base = path if path.endswith("." + own) else f"{path}.{own}"
         for name, child in value.items():
-            _walk(child, f"{base}.{name}" if base else str(name), out, seen, limit, depth + 1)
+            _walk(child, f"{base}.{name}" if base else str(name), out, seen, limit, depth + 1, anchored=anchored)
     elif isinstance(value, list):
         # Items keep their own identifier only when it tells them apart; otherwise their position does.
         unique = _unique_identifiers(value[:limit])
         for index, item in enumerate(value):
             if len(out) >= limit:
                 return
-            _walk(item, path if unique else f"{path}[{index}]", out, seen, limit, depth + 1, named=unique)
+            _walk(item, path if unique else f"{path}[{index}]", out, seen, limit, depth + 1, named=unique,
+                  anchored=anchored)
     else:
         key = clip(path, MAX_KEY_CHARS) or "value"
         if key not in seen:
