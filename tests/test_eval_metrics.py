@@ -82,6 +82,7 @@ def run(*strategies: Any) -> dict[str, Any]:
 def test_identifiers_are_the_issue_kinds_of_four_characters_or_more() -> None:
     found = identifiers("cat ./src/a.py; use mia_li_3668 and fooBar with ABC123, line 1234, x_y and 12")
     assert found == {"./src/a.py", "mia_li_3668", "fooBar", "ABC123", "1234"}
+    assert identifiers("created 2024-05-14T10:44:24 on HAT136") == {"2024", "HAT136"}  # no "14T10"
 
 
 def test_cached_cost_prices_the_reused_prefix_at_the_cache_rate() -> None:

@@ -16,7 +16,8 @@ NAME = re.compile(
     r"|(?:[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+)"  # snake_case, and ids such as mia_li_3668
     r"|(?:[a-z]+(?:[A-Z][a-z0-9]+)+)"  # camelCase
     r"|(?:[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)"  # PascalCase with an inner capital
-    r"|(?:\b(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{4,}\b)"  # ids such as ABC123, HAT136
+    # ids such as ABC123, HAT136 (not "14T10" inside a timestamp "2024-05-14T10:44:24")
+    r"|(?:\b(?<![-:])(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{4,}\b(?!:))"
     r"|(?:\b\d{3,}\b)"  # numbers of three or more digits
 )
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b")  # ISO dates and times
