@@ -12,7 +12,7 @@ from .extract.actions import verification
 from .extract.approvals import approval_subject
 from .extract.text import flat
 from .ingest import context_for
-from .messages import is_tool_result, message_text
+from .messages import is_tool_result, message_text, tool_calls
 from .recall import RECALL_DEFINITION, offer_tool
 from .policy import Policy
 from .records import APPROVAL, PLAN, Message
@@ -33,6 +33,8 @@ from .workingset import (
     first_user,
     plan_compaction,
     state_message,
+    untouchable_tokens,
+    verbatim,
     with_tail_state,
 )
 
@@ -51,6 +53,7 @@ class Prepared:
     tokens_original: int
     tokens_sent: int
     budget: int = 0
+    room: int = 0  # of the budget, what the untouchable parts (tools, system prompt, task) leave
     compacted: bool = False
     rewritten: bool = False
     note: str = ""  # why the messages were forwarded unchanged, when they were
@@ -119,23 +122,24 @@ class Engine:
             if not pairing.complete:
                 unchanged.note = "tool calls and results not paired: forwarded as sent"
                 return unchanged
-            budget = Budget.of(policy, self.budget_tokens(model, policy))
+            if policy.recall.enabled:
+                tools_tokens += self.recall_tokens  # offered whenever refs show; reserved so the budget holds
             conversation = branch.conversation()
+            budget = Budget.of(policy, self.budget_tokens(model, policy), tools_tokens + untouchable_tokens(conversation))
+            policy = policy.for_budget(budget.limit)
             epoch = branch.current_epoch(conversation)
-            built_for = f"{policy.name}|{epoch.key if epoch else ''}"
+            built_for = _prefix_key(policy, budget, epoch)
             prefix = branch.built
             if prefix is None or branch.built_for != built_for or prefix.upto > len(messages):
                 prefix = BuiltPrefix(built_for)
             extend_prefix(prefix, conversation, epoch, policy, self.counter, self.excerpt)
             goal = _goal(messages)
-            if policy.recall.enabled:
-                tools_tokens += self.recall_tokens  # offered whenever refs show; reserved so the budget holds
             retrieved = self._retrieve(branch, body, policy, budget, prefix, resolved.new_messages)
             tail, tail_tokens = self._tail(branch, goal, policy, budget, epoch is not None, retrieved)
             total = prefix.tokens + tools_tokens + tail_tokens
             compacted = False
             reason = "budget" if total > budget.trigger else ""
-            phase_floor = max(budget.target, int(policy.phases.min_ratio * budget.limit))
+            phase_floor = max(budget.target, budget.level(policy.phases.min_ratio))
             if not reason and total > phase_floor and policy.phases.enabled and resolved.new_messages:
                 boundary = phase_boundary(branch, policy)
                 reason = f"phase: {boundary}" if boundary else ""
@@ -157,7 +161,7 @@ class Engine:
                 out = offered or out
                 if not recall:
                     total -= self.recall_tokens
-            return Prepared(out, branch.session_id, policy.name, original, total, budget.limit, compacted,
+            return Prepared(out, branch.session_id, policy.name, original, total, budget.limit, budget.room, compacted,
                             rewritten=True, new_messages=resolved.new_messages, branch=branch, recall=recall,
                             retrieved=bool(retrieved), epoch=epoch if compacted else None)
         except Exception:
@@ -168,29 +172,40 @@ class Engine:
                  epoch: Epoch | None, goal: str, policy: Policy, budget: Budget, tools_tokens: int,
                  before: int, retrieved: str, reason: str = "budget") -> tuple[Epoch, BuiltPrefix, Message | None, int] | None:
         """A new epoch down to the target, recorded as a checkpoint. If the parts that cannot shrink (state,
-        digest) keep it over the budget, it is planned again with the brief state and no digest. None when
+        digest, names index) keep it over the budget, it is planned again without digest and names, and the
+        state's key facts are cut to what the budget leaves (constraints and pending items stay whole). None when
         compaction would not shrink the working set (what is left is pinned): then nothing changes, and the
         prefix stays cached."""
-        state_limit = int(policy.state.max_share * budget.limit)
+        state_limit = budget.share(policy.state.max_share)
         no_digest = policy.summarizer.mode == "off"
-        for brief in (False, True):
+        for lean in (False, True):
             tail, tail_tokens = self._tail(branch, goal, policy, budget, True, retrieved)
             reserved = state_limit if policy.state.position != "tail" else 0
             summary_room = policy.summarizer.max_tokens if policy.summarizer.mode == "llm" else 0
             new_epoch = plan_compaction(conversation, units, epoch, policy, budget,
                                         tools_tokens + tail_tokens + summary_room, reserved, self.counter,
-                                        self.excerpt, reason, digest_limit=0 if brief or no_digest else None,
-                                        names_limit=0 if brief else None)
+                                        self.excerpt, reason, digest_limit=0 if lean or no_digest else None,
+                                        names_limit=0 if lean else None)
             new_epoch = self._with_summary(branch, new_epoch, conversation, policy)
-            key = f"{policy.name}|{new_epoch.key}"
+            key = _prefix_key(policy, budget, new_epoch)
             prefix = extend_prefix(BuiltPrefix(key), conversation, new_epoch, policy, self.counter, self.excerpt)
             if reserved:
-                # The frozen state lists the facts that are no longer in view elsewhere first.
-                visible = "\n".join(message_text(m) for m in prefix.messages if not _is_workset(m))
-                head_state = render_state(branch.state, goal, policy.state, state_limit, self.counter.cached_text,
-                                          brief, visible, _dialogue(conversation.messages))
-                new_epoch = replace(new_epoch, head_state=head_state)
-                prefix = extend_prefix(BuiltPrefix(key), conversation, new_epoch, policy, self.counter, self.excerpt)
+                # The frozen state lists the facts that are no longer in view elsewhere first. It gets its quota;
+                # on the lean pass (no digest, no names index), what the budget leaves: facts give way last.
+                in_view = verbatim(conversation, new_epoch, policy)
+                limit, names = state_limit, new_epoch.names
+                for _ in range(3 if lean else 1):
+                    head_state = render_state(branch.state, goal, policy.state, limit, self.counter.cached_text,
+                                              in_view=in_view, focus=_dialogue(conversation.messages))
+                    # names the state shows need no place in the index of elided names
+                    new_epoch = replace(new_epoch, head_state=head_state,
+                                        names=tuple(name for name in names if name not in head_state))
+                    prefix = extend_prefix(BuiltPrefix(key), conversation, new_epoch, policy, self.counter,
+                                           self.excerpt)
+                    over = prefix.tokens + tools_tokens + tail_tokens - budget.limit
+                    if over <= 0:
+                        break
+                    limit -= over
             after = prefix.tokens + tools_tokens + tail_tokens
             if after <= budget.limit:
                 break
@@ -233,14 +248,15 @@ class Engine:
             return None
         if branch.summary_running or (branch.summary_candidate is not None and branch.summary_candidate.usable):
             return None
-        if prepared.tokens_sent <= policy.summarizer.precompute_ratio * prepared.budget:
+        budget = Budget.of(policy, prepared.budget, prepared.budget - prepared.room)
+        if prepared.tokens_sent <= budget.level(policy.summarizer.precompute_ratio):
             return None
         self.sessions.settle(branch)
         conversation = branch.conversation()
         pairing = branch.pairing
         if not pairing.complete:
             return None
-        budget = Budget.of(policy, prepared.budget)
+        policy = policy.for_budget(budget.limit)
         epoch = branch.current_epoch(conversation)
         planned = plan_compaction(conversation, pairing.units, epoch, policy, budget, 0, 0, self.counter, self.excerpt)
         removed = planned.removed(first_user(conversation.messages))
@@ -273,10 +289,10 @@ class Engine:
         state_text = ""
         if rules.position != "head" and (after_compaction or rules.before_compaction):
             self.sessions.settle(branch)
-            key = (branch.state.version, policy.name, budget.limit, goal[:64])
+            key = (branch.state.version, policy.name, budget.room, goal[:64])
             cached = branch.tail_cache
             if cached is None or cached[0] != key:
-                text = render_state(branch.state, goal, rules, int(rules.max_share * budget.limit),
+                text = render_state(branch.state, goal, rules, budget.share(rules.max_share),
                                     self.counter.cached_text, brief=rules.position == "both")
                 message = state_message(text)
                 cached = branch.tail_cache = (key, text, message, self.counter.message(message, generated=True))
@@ -308,14 +324,14 @@ class Engine:
             # content in view: messages shown as sent before this user turn (names in workset's digest or
             # placeholders are not content)
             visible = "\n".join(t for t in map(message_text, prefix.messages[:-1]) if not t.startswith(WORKSET_TAG))
-            limit = int(rules.max_share * budget.limit) * 3  # characters, about three per token
+            limit = budget.share(rules.max_share) * 3  # characters, about three per token
             search = lambda query: self.store.search_evidence(branch.session_id, query, 3)  # noqa: E731
             parts.append(elided_mentions(user_text, visible, search, limit))
             asked = len(messages) > 1 and approval_subject(message_text(messages[-2])) is not None
             parts.append(irreversible_guard(body.get("tools") or [], rules.irreversible_tools, asked,
                                             branch.state.constraints, branch.state.of_kind(APPROVAL)))
         text = "\n\n".join(part for part in parts if part)
-        text, dropped = self.counter.head(text, int(rules.max_share * budget.limit))
+        text, dropped = self.counter.head(text, budget.share(rules.max_share))
         return text + " …" if dropped else text
 
     def deliver_later(self, prepared: Prepared, texts: list[str]) -> None:
@@ -368,18 +384,25 @@ def phase_boundary(branch: Branch, policy: Policy) -> str:
 
 
 def _dialogue(messages: Sequence[Message]) -> str:
-    """What the user said, NUL, what the assistant said (not tool outputs): names in it are what the task is
-    about, the user's first."""
-    said = {"user": [], "assistant": []}  # type: dict[str, list[str]]
+    """What the user said, NUL, the dialogue in order: what the user said, what the assistant said and called
+    tools with (not tool outputs). Names in it are what the task is about: the user's first, then the latest."""
+    said_by_user: list[str] = []
+    dialogue: list[str] = []
     for message in messages:
         role = message.get("role")
-        if role in said:
-            said[role].append(message_text(message))
-    return "\n".join(said["user"]) + "\0" + "\n".join(said["assistant"])
+        if role == "user":
+            said_by_user.append(message_text(message))
+            dialogue.append(said_by_user[-1])
+        elif role == "assistant":
+            dialogue.append(message_text(message))
+            dialogue.extend(call.arguments for call in tool_calls(message))
+    return "\n".join(said_by_user) + "\0" + "\n".join(dialogue)
 
 
-def _is_workset(message: Message) -> bool:
-    return message.get("role") == "user" and message_text(message).startswith(WORKSET_TAG)
+def _prefix_key(policy: Policy, budget: Budget, epoch: Epoch | None) -> str:
+    """What a built prefix depends on besides the messages: the policy, the budget (it scales tool-output
+    limits) and the epoch."""
+    return f"{policy.name}|{budget.limit}|{epoch.key if epoch else ''}"
 
 
 def _goal(messages: list[Message]) -> str:

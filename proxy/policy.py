@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -29,6 +29,10 @@ class BudgetRules:
 @dataclass(frozen=True)
 class ToolOutputRules:
     max_tokens: int = setting(4000, "a single tool output above this keeps only a head and tail excerpt plus its ref, even when recent", min=64)
+    max_share: float = setting(
+        0.25, "largest share of the budget one tool output may take; under a small budget, max_tokens, head_tokens and "
+        "tail_tokens shrink in proportion so that one output cannot crowd out the task state", min=0.01, max=1.0,
+    )
     head_tokens: int = setting(1200, "tokens kept from the start of an oversized tool output", min=0)
     tail_tokens: int = setting(800, "tokens kept from the end of an oversized tool output", min=0)
     gist_chars: int = setting(160, "longest one-line gist in the placeholder of an elided tool output", min=20)
@@ -127,6 +131,16 @@ class Policy:
                 f"policy {self.name!r}: budget.target_ratio ({self.budget.target_ratio}) must not exceed "
                 f"budget.trigger_ratio ({self.budget.trigger_ratio})"
             )
+
+    def for_budget(self, max_input_tokens: int) -> Policy:
+        """The rules as they apply under this budget: tool-output limits scaled down to tool_outputs.max_share."""
+        rules = self.tool_outputs
+        cap = int(rules.max_share * max_input_tokens)
+        if cap >= rules.max_tokens:
+            return self
+        scale = cap / rules.max_tokens
+        return replace(self, tool_outputs=replace(rules, max_tokens=max(cap, 64), head_tokens=int(rules.head_tokens * scale),
+                                                  tail_tokens=int(rules.tail_tokens * scale)))
 
 
 def load_policy_file(path: Path) -> Policy:

@@ -6,8 +6,9 @@ of each (kind, key).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Collection
 
 from .extract.text import flat, one_line
 from .policy import StateRules
@@ -62,15 +63,15 @@ class TaskState:
 
 
 def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int | None = None,
-                 count: Callable[[str], int] | None = None, brief: bool = False, visible: str = "",
-                 focus: str = "") -> str:
+                 count: Callable[[str], int] | None = None, brief: bool = False,
+                 in_view: Collection[int] = (), focus: str = "") -> str:
     """The task-state text. Deterministic, and free of clocks and counters so it only changes when facts do.
 
     Goal, constraints, pending items, approvals and verification are always complete. What room `max_tokens`
     leaves goes to key facts first (groups about what the user named, then what the assistant named, then the
     most recently updated), then decisions, completed items and failed approaches, newest first. Key facts
-    whose value is in `visible` (the messages shown verbatim) are left out: they are in view already. `focus`
-    is what the user said, NUL, what the assistant said. `brief` keeps only what must never be forgotten (the
+    that come from messages shown verbatim (`in_view`, their indices) are left out: they are in view already;
+    an object is shown whole or not at all. `focus` is what the user said, NUL, what the assistant said. `brief` keeps only what must never be forgotten (the
     tail reminder when the full state sits at the head)."""
     plan = state.of_kind(PLAN)
     essential = ["## Task state (kept by workset from this conversation; values are exact, [ref:ID] can be recalled)"]
@@ -84,7 +85,7 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         VERIFIED: [f"- {one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(VERIFICATION)],
     }
     optional: list[tuple[str, list[str]]] = [] if brief else [
-        (FACTS, _fact_lines(_key_facts(state, rules.max_facts, visible, focus), rules.value_chars)),
+        (FACTS, _fact_lines(_key_facts(state, rules.max_facts, in_view, focus), rules.value_chars)),
         (DECISIONS, [f"- {one_line(f.value, 300)}" for f in state.of_kind(DECISION)][::-1][: rules.max_decisions]),
         (COMPLETED, [f"- [x] {one_line(f.key, 200)}" for f in plan if f.value == "completed"][::-1]
          [: rules.max_completed]),
@@ -102,7 +103,12 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
             if count is not None:
                 cost = count(line) + 1 + (0 if chosen else count(title) + 1)
             if room is not None and cost > room:
-                continue
+                if title == FACTS and count is not None and room >= MIN_CUT_TOKENS:
+                    # an object ranked above what fits is worth a partial card more than the next ones whole
+                    line = _cut(line, room - (cost - count(line)), count)
+                    cost = room
+                else:
+                    continue
             chosen.append(line)
             if room is not None:
                 room -= cost
@@ -113,6 +119,19 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
             out.append(title)
             out.extend(sections[title])
     return "\n".join(out)
+
+
+MIN_CUT_TOKENS = 24  # room below this is not worth a partial card
+
+
+def _cut(line: str, tokens: int, count: Callable[[str], int]) -> str:
+    """The start of `line` within `tokens`, marked as cut (its ref leads the line, so the rest can be recalled)."""
+    end = len(line)
+    while end > 0:
+        end = min(end - 1, int(end * tokens / max(1, count(line[:end] + " …"))))
+        if count(line[:end] + " …") <= tokens:
+            break
+    return line[:max(end, 0)] + " …"
 
 
 CONSTRAINTS = "Constraints (always apply):"
@@ -154,30 +173,40 @@ def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: 
     }
 
 
-def _key_facts(state: TaskState, limit: int, visible: str, focus: str) -> list[list[Fact]]:
+def _key_facts(state: TaskState, limit: int, in_view: Collection[int], focus: str) -> list[list[Fact]]:
     """Groups of facts (the fields of one object, or one entity) to show, in priority order: not the model's own
-    words, not already in view; groups about something the dialogue names first, then the most recently updated;
-    `limit` facts in all."""
+    words, not already in view; groups about something the user named first, then about what the dialogue named
+    most recently, then the most recently updated;
+    `limit` facts in all (an object is cut only when it alone passes the limit)."""
     if limit <= 0:
         return []
+    shown = in_view if isinstance(in_view, (set, frozenset)) else set(in_view)
     groups: dict[str, list[Fact]] = {}
     for fact in state.facts.values():  # oldest update first
-        if fact.kind in SECTION_KINDS or fact.source == "assistant" or (visible and _fact_value(fact) in visible):
+        if fact.kind in SECTION_KINDS or fact.source == "assistant":
             continue
         groups.setdefault(_group(fact), []).append(fact)
-    said_by_user, said_by_assistant = (part.lower() for part in (focus.split("\0", 1) + [""])[:2])
+    loose = [fact for fact in groups.pop("", []) if fact.turn not in shown]
+    if loose:
+        groups[""] = loose
+    said_by_user, dialogue = (part.lower() for part in (focus.split("\0", 1) + [""])[:2])
 
-    def rank(item: tuple[str, list[Fact]]) -> tuple[int, int]:
+    def rank(item: tuple[str, list[Fact]]) -> tuple[int, int, int]:
         group = item[0].lower()
-        named = 2 if group and group in said_by_user else 1 if group and group in said_by_assistant else 0
-        return named, max(f.turn for f in item[1])
+        last = dialogue.rfind(group) if group else -1
+        named = 2 if group and group in said_by_user else 1 if last >= 0 else 0
+        return named, last, max(f.turn for f in item[1])
 
     ranked = sorted(groups.items(), key=rank, reverse=True)
     chosen: list[list[Fact]] = []
     used = 0
-    for _, facts in ranked:
+    for group, facts in ranked:
         if used >= limit:
             break
+        if group and all(fact.turn in shown for fact in facts):
+            continue  # the whole object is in view
+        if group and chosen and used + len(facts) > limit:
+            continue  # objects are shown whole; a smaller one may still fit
         facts = facts[-(limit - used):]
         chosen.append(facts)
         used += len(facts)
@@ -196,8 +225,7 @@ def _fact_lines(groups: list[list[Fact]], value_chars: int) -> list[str]:
     for facts in groups:
         group = _group(facts[0])
         if group:
-            fields = "; ".join(f"{f.key[len(group) + 1:]}={one_line(f.value, value_chars)}" for f in facts)
-            lines.append(f"- {group}{_ref(facts[-1])}: {fields}")
+            lines.append(f"- {group}{_ref(facts[-1])}: {_card(group, facts, value_chars)}")
             continue
         for fact in facts:
             value = one_line(fact.value, value_chars)
@@ -206,9 +234,41 @@ def _fact_lines(groups: list[list[Fact]], value_chars: int) -> list[str]:
     return lines
 
 
-def _fact_value(fact: Fact) -> str:
-    """The part of a fact that shows it is in view: the value of a field, else the entity (the key)."""
-    return fact.value if fact.kind == FIELD else fact.key
+_Tree = dict[str, "str | _Tree"]
+_SEGMENT = re.compile(r"\[\d+\]|[^.\[]+")
+
+
+def _card(group: str, facts: list[Fact], value_chars: int) -> str:
+    """An object's fields in one line, nested parts in braces and lists in brackets:
+    `name{first=Mia; last=Li}; reservations=[NO6JO3, AIXC49]`. A field that repeats its object's name
+    (`flight_number=HAT057` under HAT057) is left out."""
+    tree: _Tree = {}
+    for fact in facts:
+        parts = _SEGMENT.findall(fact.key[len(group) + 1:]) or ["value"]
+        node = tree
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[parts[-1]] = one_line(fact.value, value_chars)
+    return _render_tree(tree, group)
+
+
+def _render_tree(tree: _Tree, name: str) -> str:
+    if tree and all(key.startswith("[") for key in tree):
+        return "[" + ", ".join(child if isinstance(child, str) else "{" + _render_tree(child, "") + "}"
+                               for child in tree.values()) + "]"
+    items: list[str] = []
+    for key, child in tree.items():
+        if isinstance(child, str):
+            if child != name:
+                items.append(f"{key}={child}")
+        elif all(part.startswith("[") for part in child):
+            items.append(f"{key}={_render_tree(child, key)}")
+        else:
+            items.append(f"{key}{{{_render_tree(child, key)}}}")
+    return "; ".join(items)
 
 
 def _failed_approaches(actions: list[Action], limit: int) -> list[Action]:

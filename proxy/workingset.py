@@ -13,7 +13,7 @@ when the budget trigger fires.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from .extract.text import one_line
@@ -296,6 +296,17 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
     return prefix
 
 
+def verbatim(conversation: Conversation, epoch: Epoch, policy: Policy) -> frozenset[int]:
+    """Indices of the messages the epoch shows as sent (not removed, masked or excerpted)."""
+    removed = set(epoch.removed(first_user(conversation.messages)))
+    limit = policy.tool_outputs.max_tokens
+    return frozenset(
+        index for index, message in enumerate(conversation.messages)
+        if index not in removed and not (is_tool_result(message) and (
+            index <= epoch.masked_through or conversation.tokens[index] - MESSAGE_OVERHEAD > limit))
+    )
+
+
 def with_tail_state(messages: list[Message], tail: Message | None) -> list[Message]:
     """Place the live state last, or just before a trailing assistant message (a prefill), so it never sits
     between tool calls and their results."""
@@ -311,14 +322,36 @@ def with_tail_state(messages: list[Message], tail: Message | None) -> list[Messa
 
 @dataclass(frozen=True)
 class Budget:
+    """Token figures for one request. `room` is what the budget leaves after the parts compaction cannot touch
+    (tool definitions, system prompt, task); trigger, target and every quota (state, digest, names, retrieval)
+    are shares of it, so a large system prompt or tool list does not leave compaction with nothing to work on."""
+
     limit: int  # max input tokens
     trigger: int
     target: int
+    room: int
 
     @staticmethod
-    def of(policy: Policy, max_input_tokens: int) -> Budget:
+    def of(policy: Policy, max_input_tokens: int, untouchable: int = 0) -> Budget:
         rules = policy.budget
-        return Budget(max_input_tokens, int(max_input_tokens * rules.trigger_ratio), int(max_input_tokens * rules.target_ratio))
+        room = max(0, max_input_tokens - untouchable)
+        budget = Budget(max_input_tokens, 0, 0, room)
+        return replace(budget, trigger=budget.level(rules.trigger_ratio), target=budget.level(rules.target_ratio))
+
+    def share(self, ratio: float) -> int:
+        """A quota: this share of the room."""
+        return int(ratio * self.room)
+
+    def level(self, ratio: float) -> int:
+        """A threshold on the whole request: the untouchable parts plus this share of the room."""
+        return self.limit - self.room + self.share(ratio)
+
+
+def untouchable_tokens(conversation: Conversation) -> int:
+    """Tokens of the messages compaction never removes or rewrites: system and developer messages, the task."""
+    task = first_user(conversation.messages)
+    return sum(tokens for index, (message, tokens) in enumerate(zip(conversation.messages, conversation.tokens))
+               if index == task or message.get("role") in PINNED_ROLES)
 
 
 def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], previous: Epoch | None,
@@ -357,15 +390,16 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
         return first.get("role") == "user" or (first.get("role") == "assistant" and not first.get("tool_calls"))
 
     if names_limit is None:
-        names_limit = int(policy.digest.names_share * budget.limit)
+        names_limit = budget.share(policy.digest.names_share)
     if digest_limit is None:
-        digest_limit = digest_quota(policy, budget.limit)
+        digest_limit = digest_quota(policy, budget)
     header = compacted_message(Epoch(tip=0, tip_hash="", digest_lines=("-",), names=("-",)))
     # The state and the names index are sized after the plan, and the digest is folded to its quota: their
     # quotas are counted now, so the plan never underestimates.
     overhead = fixed_tokens + counter.message(header or {}, generated=True) + state_tokens + names_limit
     shown_total = sum(shown(i) for i in range(count))
     digest_total = sum(counter.cached_text(line) + 1 for line in lines)
+    target = budget.target
 
     def total() -> int:
         return overhead + shown_total + min(digest_total, digest_limit)
@@ -392,7 +426,7 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
     older = [unit for unit in units if after_task < unit[0] and unit[1] < recent_start]
     # Phase 1: the oldest tool turns leave; dialogue in between is kept for now.
     for unit in older:
-        if total() <= budget.target:
+        if total() <= target:
             break
         if removed_through >= unit[0]:
             continue
@@ -403,17 +437,17 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
             remove(unit)
     # Phase 2: the kept dialogue leaves too, oldest first (pinned user turns stay).
     for unit in older:
-        if total() <= budget.target:
+        if total() <= target:
             break
         if unit[1] <= removed_through and is_dialogue(unit) and unit[0] in kept and unit[0] not in pinned:
             remove(unit)
     # Phase 3: recent units give way, oldest first, the newest unit always kept.
     for unit in recent[:-1]:
-        if total() <= budget.target:
+        if total() <= target:
             break
         mask(unit)
     for unit in recent[:-1]:
-        if total() <= budget.target:
+        if total() <= target:
             break
         if removed_through < unit[0]:
             remove(unit)
@@ -482,8 +516,8 @@ def names_index(conversation: Conversation, removed: set[int], masked_through: i
     return tuple(chosen)
 
 
-def digest_quota(policy: Policy, budget_tokens: int) -> int:
-    return min(policy.digest.max_tokens, int(policy.digest.max_share * budget_tokens))
+def digest_quota(policy: Policy, budget: Budget) -> int:
+    return min(policy.digest.max_tokens, budget.share(policy.digest.max_share))
 
 
 def digest_lines(conversation: Conversation, unit: tuple[int, int], policy: Policy) -> list[str]:
@@ -539,5 +573,5 @@ def build(conversation: Conversation, epoch: Epoch | None, policy: Policy, count
 __all__ = [
     "Budget", "BuiltPrefix", "Conversation", "Epoch", "Pairing", "WorkingSet", "build", "compacted_message", "digest_lines",
     "extend_prefix", "pinned_indices", "placeholder", "plan_compaction", "segment", "state_message",
-    "with_tail_state",
+    "untouchable_tokens", "verbatim", "with_tail_state",
 ]

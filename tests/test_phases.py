@@ -55,7 +55,7 @@ def test_a_passing_test_run_past_the_target_compacts(tmp_path: Path) -> None:
 
 
 def test_a_subagent_returning_ends_a_phase(tmp_path: Path) -> None:
-    messages = work(8) + exchange("s", "Task", "explore the repo", "The subagent found the bug in f3.py.")
+    messages = work(9) + exchange("s", "Task", "explore the repo", "The subagent found the bug in f3.py.")
     results = replay(engine(tmp_path), messages)
     assert results[-1].compacted and results[-1].epoch.reason == "phase: Task returned"
 

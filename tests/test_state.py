@@ -1,0 +1,92 @@
+"""The task state's key facts: objects as one-line cards, ranked by what the dialogue names, left out when in view."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from proxy.extract.facts import json_facts
+from proxy.policy import StateRules
+from proxy.records import CONSTRAINT, FIELD, Fact
+from proxy.state import TaskState, render_state
+from proxy.tokens import TokenCounter
+
+COUNTER = TokenCounter()
+RULES = StateRules()
+
+USER = {"name": {"first_name": "Mia", "last_name": "Li"}, "dob": "1990-04-05",
+        "payment_methods": {"certificate_7504069": {"source": "certificate", "amount": 250, "id": "certificate_7504069"},
+                            "credit_card_4421486": {"source": "credit_card", "last_four": "7447",
+                                                    "id": "credit_card_4421486"}},
+        "reservations": ["NO6JO3", "AIXC49"]}
+FLIGHTS = [{"flight_number": f"HAT{n:03d}", "origin": "JFK", "destination": "ATL", "price": 100 + n} for n in range(8)]
+
+
+def state_of(*outputs: tuple[int, object, str, bool]) -> TaskState:
+    """A state from JSON tool outputs: (turn, data, root, whether the call's arguments named the root)."""
+    state = TaskState()
+    for turn, data, root, named in outputs:
+        for key, value in json_facts(data, root, named_root=named):
+            state.apply_fact(Fact(FIELD, key, value, turn, f"ref{turn}", "tool"))
+    return state
+
+
+def facts_section(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Key facts"))
+    return lines[start + 1:]
+
+
+def test_an_object_is_one_card_with_its_named_parts_nested() -> None:
+    state = state_of((3, USER, "mia_li_3668", True))
+    [card] = facts_section(render_state(state, "book a flight", RULES))
+    assert card == (
+        "- mia_li_3668 [ref:ref3]: name{first_name=Mia; last_name=Li}; dob=1990-04-05; "
+        "payment_methods{certificate_7504069{source=certificate; amount=250}; "
+        "credit_card_4421486{source=credit_card; last_four=7447}}; reservations=[NO6JO3, AIXC49]"
+    )  # the payment methods stay with their owner; an id repeating its object's name is left out
+
+
+def test_objects_the_user_named_come_first_then_what_the_dialogue_named_last() -> None:
+    state = state_of((3, USER, "mia_li_3668", True), (5, FLIGHTS, "search_direct_flight", False))
+    focus = "my user id is mia_li_3668\0my user id is mia_li_3668\nHAT002 or HAT005?"
+    cards = facts_section(render_state(state, "book", RULES, focus=focus))
+    assert [card.split(" ", 2)[1] for card in cards[:3]] == ["mia_li_3668", "HAT005", "HAT002"]
+
+
+def test_objects_are_shown_whole_within_max_facts() -> None:
+    state = state_of((3, USER, "mia_li_3668", True), (5, FLIGHTS, "search_direct_flight", False))
+    rules = replace(RULES, max_facts=17)  # the user card has 11 facts, a flight 4: one flight fits, not a cut one
+    cards = facts_section(render_state(state, "book", rules, focus="mia_li_3668\0"))
+    assert len(cards) == 2 and cards[0].startswith("- mia_li_3668") and "reservations=[NO6JO3, AIXC49]" in cards[0]
+
+
+def test_objects_in_view_are_left_out_unless_a_field_comes_from_an_elided_message() -> None:
+    state = state_of((3, USER, "mia_li_3668", True), (5, FLIGHTS[:1], "search_direct_flight", False))
+    state.apply_fact(Fact(FIELD, "mia_li_3668.membership", "gold", 9, "ref9", "tool"))
+    text = render_state(state, "book", RULES, in_view={5, 9})
+    cards = facts_section(text)
+    assert len(cards) == 1 and cards[0].startswith("- mia_li_3668")  # HAT000 is in view; the user is not all in view
+    assert "dob=1990-04-05" in cards[0] and "membership=gold" in cards[0]
+
+
+def test_a_card_that_does_not_fit_is_cut_and_constraints_stay_whole() -> None:
+    state = state_of((3, USER, "mia_li_3668", True))
+    state.apply_fact(Fact(CONSTRAINT, "no insurance", "No, I do not want travel insurance.", 2, None, "user"))
+    full = render_state(state, "book", RULES, focus="mia_li_3668\0")
+    limit = COUNTER.text(full) - 20
+    text = render_state(state, "book", RULES, limit, COUNTER.text, focus="mia_li_3668\0")
+    assert COUNTER.text(text) <= limit
+    assert "- No, I do not want travel insurance." in text
+    [card] = facts_section(text)
+    assert card.startswith("- mia_li_3668 [ref:ref3]: name{first_name=Mia") and card.endswith(" …")
+
+
+def test_json_parts_stay_under_their_named_whole_but_listed_objects_name_themselves() -> None:
+    reservation = {"reservation_id": "JG7FMM", "flights": [{"flight_number": "HAT028", "price": 1859},
+                                                         {"flight_number": "HAT277", "price": 140}]}
+    assert dict(json_facts(reservation, "get_reservation_details")) == {
+        "JG7FMM.reservation_id": "JG7FMM",
+        "JG7FMM.flights.HAT028.flight_number": "HAT028", "JG7FMM.flights.HAT028.price": "1859",
+        "JG7FMM.flights.HAT277.flight_number": "HAT277", "JG7FMM.flights.HAT277.price": "140",
+    }
+    assert dict(json_facts(FLIGHTS[:1], "search_direct_flight"))["HAT000.price"] == "100"
