@@ -35,6 +35,8 @@ class TaskState:
     facts: dict[tuple[str, str], Fact] = field(default_factory=dict)
     actions: list[Action] = field(default_factory=list)
     version: int = 0  # bumped on every change, so renderings can be cached
+    # per object a tool output described: the turn of its latest snapshot and the keys it holds
+    snapshots: dict[str, tuple[int, set[str]]] = field(default_factory=dict, repr=False)
 
     def apply(self, extraction: Extraction) -> None:
         if not extraction.facts and not extraction.actions:
@@ -45,6 +47,17 @@ class TaskState:
         self.version += 1
 
     def apply_fact(self, fact: Fact) -> None:
+        if fact.kind == FIELD and fact.source == "tool" and "." in fact.key:
+            # An object read again is its new snapshot: fields the new read no longer has (a payment method
+            # used up, a list that got shorter) leave the state with the old snapshot.
+            root = fact.key.split(".", 1)[0]
+            turn, keys = self.snapshots.get(root, (fact.turn, set()))
+            if turn < fact.turn:
+                for key in keys:
+                    self.facts.pop((FIELD, key), None)
+                keys = set()
+            keys.add(fact.key)
+            self.snapshots[root] = (fact.turn, keys)
         # re-inserting moves the key to the end, so dict order is "last updated"
         self.facts.pop((fact.kind, fact.key), None)
         self.facts[(fact.kind, fact.key)] = fact
@@ -256,6 +269,9 @@ def _card(group: str, facts: list[Fact], value_chars: int) -> str:
 
 
 def _render_tree(tree: _Tree, name: str) -> str:
+    table = _table(tree)
+    if table is not None:
+        return table
     if tree and all(key.startswith("[") for key in tree):
         return "[" + ", ".join(child if isinstance(child, str) else "{" + _render_tree(child, "") + "}"
                                for child in tree.values()) + "]"
@@ -269,6 +285,31 @@ def _render_tree(tree: _Tree, name: str) -> str:
         else:
             items.append(f"{key}{{{_render_tree(child, key)}}}")
     return "; ".join(items)
+
+
+def _table(tree: _Tree) -> str | None:
+    """Two or more items with the same plain fields, as a table: the field names once, then each item's values.
+    `[(first_name, last_name) Mia, Li; Amelia, Ahmed]`, or keyed by their ids: `(date, price) HAT136: 2024-05-20,
+    152; HAT039: 2024-05-20, 103`. None for anything else."""
+    if len(tree) < 2 or not all(isinstance(item, dict) for item in tree.values()):
+        return None
+    rows: list[tuple[str, list[str]]] = []
+    columns: tuple[str, ...] | None = None
+    for key, item in tree.items():
+        assert isinstance(item, dict)
+        fields = {field: value for field, value in item.items() if value != key}  # not the id repeated
+        if not all(isinstance(value, str) for value in fields.values()):
+            return None
+        if columns is None:
+            columns = tuple(fields)
+        if tuple(fields) != columns or not columns:
+            return None
+        rows.append((key, [str(value) for value in fields.values()]))
+    assert columns is not None
+    header = "(" + ", ".join(columns) + ") "
+    if all(key.startswith("[") for key, _ in rows):
+        return "[" + header + "; ".join(", ".join(values) for _, values in rows) + "]"
+    return header + "; ".join(f"{key}: {', '.join(values)}" for key, values in rows)
 
 
 def _failed_approaches(actions: list[Action], limit: int) -> list[Action]:
