@@ -30,7 +30,7 @@ bench: install
 # force compaction on its longer runs (its 14 tool definitions alone take 1,366 tokens, the policy prompt 1,252).
 eval: install
 	$(BIN)/workset eval $(TRACES)/swe-dev.jsonl.gz --baselines --parts --json docs/eval-swe-dev.json --plot docs/eval-swe-dev.png
-	$(BIN)/workset eval $(TRACES)/tau-dev.jsonl.gz --baselines --parts --budget 5000 --json docs/eval-tau-dev.json --plot docs/eval-tau-dev.png
+	$(BIN)/workset eval $(TRACES)/tau-dev.jsonl.gz --baselines --parts --budget 5500 --json docs/eval-tau-dev.json --plot docs/eval-tau-dev.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -47,7 +47,7 @@ class StateRules:
     )
     before_compaction: bool = setting(False, "render the task state even while nothing has been elided yet")
     max_share: float = setting(0.15, "largest share of the budget the task state may take; facts shrink to fit", min=0.01, max=0.9)
-    max_facts: int = setting(40, "key facts listed in the task state (newest first); all stay in the store", min=0)
+    max_facts: int = setting(400, "key facts listed in the task state, counted by field; objects are shown whole, ranked by what the dialogue names; all stay in the store", min=0)
     max_decisions: int = setting(10, "decisions listed in the task state", min=0)
     max_completed: int = setting(20, "completed plan items listed (pending items are always listed)", min=0)
     max_failures: int = setting(8, "failed approaches listed, newest first", min=0)

@@ -81,11 +81,12 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     """The task-state text. Deterministic, and free of clocks and counters so it only changes when facts do.
 
     Goal, constraints, pending items, approvals and verification are always complete. What room `max_tokens`
-    leaves goes to key facts first (groups about what the user named, then what the assistant named, then the
-    most recently updated), then decisions, completed items and failed approaches, newest first. Key facts
-    that come from messages shown verbatim (`in_view`, their indices) are left out: they are in view already;
-    an object is shown whole or not at all. `focus` is what the user said, NUL, what the assistant said. `brief` keeps only what must never be forgotten (the
-    tail reminder when the full state sits at the head)."""
+    leaves goes to key facts first, one card per object (objects the user named, then those the dialogue named
+    most recently, then the most recently updated; the first card that does not fit is cut, marked with "…"),
+    then decisions, completed items and failed approaches, newest first. Objects whose fields all come from
+    messages shown verbatim (`in_view`, their indices) are left out: they are in view already. `focus` is what
+    the user said, NUL, the dialogue in order (see engine._dialogue). `brief` keeps only what must never be
+    forgotten (the tail reminder when the full state sits at the head)."""
     plan = state.of_kind(PLAN)
     essential = ["## Task state (kept by workset from this conversation; values are exact, [ref:ID] can be recalled)"]
     if goal:
@@ -189,8 +190,8 @@ def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: 
 def _key_facts(state: TaskState, limit: int, in_view: Collection[int], focus: str) -> list[list[Fact]]:
     """Groups of facts (the fields of one object, or one entity) to show, in priority order: not the model's own
     words, not already in view; groups about something the user named first, then about what the dialogue named
-    most recently, then the most recently updated;
-    `limit` facts in all (an object is cut only when it alone passes the limit)."""
+    most recently, then the most recently updated; `limit` facts in all (an object is cut only when it alone
+    passes the limit)."""
     if limit <= 0:
         return []
     shown = in_view if isinstance(in_view, (set, frozenset)) else set(in_view)

@@ -25,7 +25,7 @@ def write(path: Path, data: Any) -> Path:
 
 def test_shipped_config_and_presets_load() -> None:
     config, policies = load_settings(str(REPO / "config.yaml"))
-    assert {"default", "coding-agent", "passthrough"} <= set(policies)
+    assert {"default", "coding-agent", "passthrough", "support-agent"} <= set(policies)
     assert config.server.port == 4100 and config.store.path == ".workset/workset.db"
     assert config.deployment_for("gpt-4o").litellm_params["model"] == "openai/*"
     assert config.deployment_for("anthropic/claude-x").litellm_params["model"] == "anthropic/*"
