@@ -33,7 +33,6 @@ from .workingset import (
     first_user,
     plan_compaction,
     state_message,
-    untouchable_tokens,
     verbatim,
     with_tail_state,
 )
@@ -125,7 +124,7 @@ class Engine:
             if policy.recall.enabled:
                 tools_tokens += self.recall_tokens  # offered whenever refs show; reserved so the budget holds
             conversation = branch.conversation()
-            budget = Budget.of(policy, self.budget_tokens(model, policy), tools_tokens + untouchable_tokens(conversation))
+            budget = Budget.of(policy, self.budget_tokens(model, policy), tools_tokens + branch.untouchable_tokens())
             policy = policy.for_budget(budget.limit)
             epoch = branch.current_epoch(conversation)
             built_for = _prefix_key(policy, budget, epoch)

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 from .hashing import chain, ref_of, root_hash, session_id_for
 from .ingest import extract_at, tool_outcome
-from .messages import is_tool_result
+from .messages import PINNED_ROLES, is_tool_result
 from .records import Action, Fact, Message
 from .state import TaskState
 from .store import NewMessage, NodeRow, Store
@@ -52,6 +52,19 @@ class Branch:
     summary_running: bool = False
     settled: int = 0  # messages before this index are extracted and recorded; the rest wait for settle()
     recorded_as: tuple[str, str] = ("", "")  # model and policy of the latest request, for the session row
+    untouchable: tuple[int, int, bool] = (0, 0, False)  # (messages counted, their tokens, task seen)
+
+    def untouchable_tokens(self) -> int:
+        """Tokens of what compaction never removes or rewrites (system and developer messages, the task),
+        counted over the messages not seen before."""
+        counted, total, task_seen = self.untouchable
+        for index in range(counted, len(self.messages)):
+            role = self.messages[index].get("role")
+            if role in PINNED_ROLES or (role == "user" and not task_seen):
+                total += self.tokens[index]
+                task_seen = task_seen or role == "user"
+        self.untouchable = (len(self.messages), total, task_seen)
+        return total
 
     def current_epoch(self, conversation: Conversation) -> Epoch | None:
         """The latest compaction, if it applies to this exact path."""

@@ -347,13 +347,6 @@ class Budget:
         return self.limit - self.room + self.share(ratio)
 
 
-def untouchable_tokens(conversation: Conversation) -> int:
-    """Tokens of the messages compaction never removes or rewrites: system and developer messages, the task."""
-    task = first_user(conversation.messages)
-    return sum(tokens for index, (message, tokens) in enumerate(zip(conversation.messages, conversation.tokens))
-               if index == task or message.get("role") in PINNED_ROLES)
-
-
 def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], previous: Epoch | None,
                     policy: Policy, budget: Budget, fixed_tokens: int, state_tokens: int, counter: TokenCounter,
                     excerpt: Excerpt, reason: str = "budget", digest_limit: int | None = None,
@@ -573,5 +566,5 @@ def build(conversation: Conversation, epoch: Epoch | None, policy: Policy, count
 __all__ = [
     "Budget", "BuiltPrefix", "Conversation", "Epoch", "Pairing", "WorkingSet", "build", "compacted_message", "digest_lines",
     "extend_prefix", "pinned_indices", "placeholder", "plan_compaction", "segment", "state_message",
-    "untouchable_tokens", "verbatim", "with_tail_state",
+    "verbatim", "with_tail_state",
 ]
