@@ -22,8 +22,8 @@ class BudgetRules:
         16000, "cap of an auto budget: a focused working set is cheaper and keeps the model on task, whatever the window", min=256
     )
     auto_fallback_tokens: int = setting(16000, "budget when the model's context window is unknown to litellm", min=256)
-    trigger_ratio: float = setting(0.8, "compact when the working set passes this share of the budget", min=0.05, max=1.0)
-    target_ratio: float = setting(0.5, "compaction brings the working set down to this share of the budget", min=0.01, max=1.0)
+    trigger_ratio: float = setting(0.8, "compact when the working set passes this share of the room (the budget less tool definitions, system prompt and task; they count too)", min=0.05, max=1.0)
+    target_ratio: float = setting(0.5, "compaction brings the working set down to this share of the room", min=0.01, max=1.0)
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class StateRules:
         "tail (live, after the newest message) or both",
     )
     before_compaction: bool = setting(False, "render the task state even while nothing has been elided yet")
-    max_share: float = setting(0.15, "largest share of the budget the task state may take; facts shrink to fit", min=0.01, max=0.9)
+    max_share: float = setting(0.15, "largest share of the room the task state may take; key facts shrink to fit", min=0.01, max=0.9)
     max_facts: int = setting(400, "key facts listed in the task state, counted by field; objects are shown whole, ranked by what the dialogue names; all stay in the store", min=0)
     max_decisions: int = setting(10, "decisions listed in the task state", min=0)
     max_completed: int = setting(20, "completed plan items listed (pending items are always listed)", min=0)
@@ -57,9 +57,9 @@ class StateRules:
 @dataclass(frozen=True)
 class DigestRules:
     max_tokens: int = setting(1200, "longest extractive digest of removed turns; older lines fold into a count", min=0)
-    max_share: float = setting(0.1, "largest share of the budget the digest may take (the smaller limit wins)", min=0.0, max=0.9)
+    max_share: float = setting(0.1, "largest share of the room the digest may take (the smaller limit wins)", min=0.0, max=0.9)
     gist_chars: int = setting(100, "longest gist of a tool output in a digest line", min=10)
-    names_share: float = setting(0.1, "largest share of the budget for the index of names (paths, identifiers) in elided turns", min=0.0, max=0.9)
+    names_share: float = setting(0.1, "largest share of the room for the index of names (paths, identifiers) in elided turns", min=0.0, max=0.9)
     arguments_chars: int = setting(100, "longest tool-call arguments shown in a digest line", min=10)
     text_chars: int = setting(200, "longest user or assistant text shown in a digest line", min=10)
 
@@ -75,7 +75,7 @@ class RecallRules:
 @dataclass(frozen=True)
 class RetrievalRules:
     enabled: bool = setting(True, "bring stored content back when an event calls for it (failures, elided names, irreversible calls)")
-    max_share: float = setting(0.1, "largest share of the budget for retrieved content in one request", min=0.0, max=0.5)
+    max_share: float = setting(0.1, "largest share of the room for retrieved content in one request", min=0.0, max=0.5)
     irreversible_tools: tuple[str, ...] = setting(
         ("*book*", "*cancel*", "*delete*", "*remove*", "*refund*", "*transfer*", "*send*", "*pay*", "*purchase*",
          "*deploy*", "*drop*"),
@@ -89,7 +89,7 @@ class SummarizerRules:
         "extractive", "what stands for removed turns: a verified model summary (falling back to the digest), the "
         "extractive digest, or nothing but the names index")
     model: str = setting("", "model that writes summaries, routed like any request (it may be cheaper than the agent's)")
-    precompute_ratio: float = setting(0.7, "start summarising in the background past this share of the budget", min=0.05, max=1.0)
+    precompute_ratio: float = setting(0.7, "start summarising in the background past this share of the room", min=0.05, max=1.0)
     timeout_s: float = setting(30.0, "a summary not ready this long after it started is dropped (the digest is used)", min=0.1)
     max_tokens: int = setting(500, "longest summary", min=32)
 
@@ -98,7 +98,7 @@ class SummarizerRules:
 class PhaseRules:
     enabled: bool = setting(True, "compact at the end of a phase, not only at the trigger")
     min_ratio: float = setting(
-        0.6, "a phase boundary compacts only past this share of the budget (at least target_ratio): earlier, a "
+        0.6, "a phase boundary compacts only past this share of the room (at least target_ratio): earlier, a "
         "compaction would cost a prefix rewrite the trigger may never have needed", min=0.0, max=1.0)
     subagent_tools: tuple[str, ...] = setting(
         ("task", "Task", "*subagent*", "*sub_agent*", "dispatch_agent", "delegate*"),
