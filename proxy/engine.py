@@ -84,16 +84,18 @@ class Engine:
             return policy
         return self.policies[self.config.policy_name_for(model)]
 
-    def budget_tokens(self, model: str, policy: Policy) -> int:
+    def budget_tokens(self, model: str, policy: Policy, untouchable: int = 0) -> int:
+        """The request's budget: max_input_tokens, or for auto a share of the model's window with the room (what
+        `untouchable` tokens of tools, system prompt and task leave) capped at auto_max_tokens, so an agent with
+        a large system prompt still gets a working set."""
         rules = policy.budget
         if rules.max_input_tokens != "auto":
             return int(rules.max_input_tokens)
         key = (model, policy.name)
         if key not in self._budgets:
             window = self._context_window(model)
-            share = int(window * rules.auto_share) if window else rules.auto_fallback_tokens
-            self._budgets[key] = min(share, rules.auto_max_tokens)
-        return self._budgets[key]
+            self._budgets[key] = int(window * rules.auto_share) if window else rules.auto_fallback_tokens
+        return min(self._budgets[key], untouchable + rules.auto_max_tokens)
 
     def settle(self, prepared: Prepared) -> None:
         """Finish ingesting the request's new messages (extraction, store writes): called once the provider has
@@ -124,7 +126,8 @@ class Engine:
             if policy.recall.enabled:
                 tools_tokens += self.recall_tokens  # offered whenever refs show; reserved so the budget holds
             conversation = branch.conversation()
-            budget = Budget.of(policy, self.budget_tokens(model, policy), tools_tokens + branch.untouchable_tokens())
+            untouchable = tools_tokens + branch.untouchable_tokens()
+            budget = Budget.of(policy, self.budget_tokens(model, policy, untouchable), untouchable)
             policy = policy.for_budget(budget.limit)
             epoch = branch.current_epoch(conversation)
             built_for = _prefix_key(policy, budget, epoch)

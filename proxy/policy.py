@@ -14,12 +14,13 @@ from .schema import ConfigError, build, setting
 @dataclass(frozen=True)
 class BudgetRules:
     max_input_tokens: int | Literal["auto"] = setting(
-        "auto", "input tokens forwarded at most; auto = auto_share of the model's context window, at most auto_max_tokens",
+        "auto", "input tokens forwarded at most; auto = auto_share of the model's context window, with at most auto_max_tokens of room",
         min=256,
     )
     auto_share: float = setting(0.5, "share of the model's context window used when max_input_tokens is auto", min=0.05, max=1.0)
     auto_max_tokens: int = setting(
-        16000, "cap of an auto budget: a focused working set is cheaper and keeps the model on task, whatever the window", min=256
+        16000, "cap of an auto budget's room (beyond tool definitions, system prompt and task): a focused working set is "
+        "cheaper and keeps the model on task, whatever the window", min=256
     )
     auto_fallback_tokens: int = setting(16000, "budget when the model's context window is unknown to litellm", min=256)
     trigger_ratio: float = setting(0.8, "compact when the working set passes this share of the room (the budget less tool definitions, system prompt and task; they count too)", min=0.05, max=1.0)

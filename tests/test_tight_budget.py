@@ -102,3 +102,21 @@ def test_one_tool_output_takes_at_most_its_share_of_a_small_budget(tmp_path: Pat
     result = engine(tmp_path).prepare({"model": "m", "messages": messages, "tools": TOOLS}, "caller", "s", "p")
     assert result.tokens_sent <= BUDGET
     assert "tokens of this output elided; full output: [ref:" in forwarded_text(result)
+
+
+def test_an_auto_budget_caps_the_room_not_the_whole_request(tmp_path: Path) -> None:
+    """An agent whose tools and system prompt alone pass auto_max_tokens still gets that much room for its work."""
+    policy = build(Policy, {"name": "p", "budget": {"max_input_tokens": "auto", "auto_max_tokens": 1500}})
+    eng = Engine(Config(), {"p": policy}, Store(tmp_path / "s.db"), COUNTER, context_window=lambda model: 200_000)
+    messages = conversation(12)
+    results = []
+    for end in range(3, len(messages) + 1):
+        if messages[end - 1]["role"] != "assistant":
+            result = eng.prepare({"model": "m", "messages": messages[:end], "tools": TOOLS}, "caller", "s", "p")
+            eng.settle(result)
+            results.append(result)
+    untouchable = COUNTER.tools(TOOLS) + sum(COUNTER.message(m) for m in messages[:2])
+    assert untouchable > 1500  # the fixed parts alone pass the cap
+    assert all(r.room == 1500 and r.budget == r.room + untouchable + eng.recall_tokens for r in results)
+    assert all(r.tokens_sent <= r.budget for r in results)
+    assert 0 < sum(r.compacted for r in results) <= len(results) // 3

@@ -145,7 +145,7 @@ def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], c
                     tally.reuse.append(reused / len(before) if before else 1.0)
                     if not _extends(before, sent):
                         tally.compactions += 1
-                tally.over += total > strategy.budget
+                tally.over += total > (forwarded.budget or strategy.budget)
                 tally.pairing += not Pairing().feed(sent).complete
                 checks.score(sent, tally)
                 previous[strategy.name] = sent

@@ -31,6 +31,7 @@ def session_for(policy: str, trace_id: str) -> str:
 class Forwarded:
     messages: list[Message]
     compacted: bool = False
+    budget: int = 0  # this request's budget when it differs per request (an auto budget's room), else 0
 
 
 class Strategy(Protocol):
@@ -131,7 +132,7 @@ class PolicyStrategy:
             job = self.engine.summary_job(prepared)
             if job is not None:
                 self.engine.summary_done(prepared, job, self.summarize(job.body))
-        return Forwarded(prepared.body["messages"], prepared.compacted)
+        return Forwarded(prepared.body["messages"], prepared.compacted, prepared.budget)
 
     def close(self) -> None:
         pass
