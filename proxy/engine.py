@@ -180,6 +180,7 @@ class Engine:
         prefix stays cached."""
         state_limit = budget.share(policy.state.max_share)
         no_digest = policy.summarizer.mode == "off"
+        focus = _dialogue(conversation.messages)
         for lean in (False, True):
             tail, tail_tokens = self._tail(branch, goal, policy, budget, True, retrieved)
             reserved = state_limit if policy.state.position != "tail" else 0
@@ -198,7 +199,7 @@ class Engine:
                 limit, names = state_limit, new_epoch.names
                 for _ in range(3 if lean else 1):
                     head_state = render_state(branch.state, goal, policy.state, limit, self.counter.cached_text,
-                                              in_view=in_view, focus=_dialogue(conversation.messages))
+                                              in_view=in_view, focus=focus)
                     # names the state shows need no place in the index of elided names
                     new_epoch = replace(new_epoch, head_state=head_state,
                                         names=tuple(name for name in names if name not in head_state))
