@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Collection
+from collections.abc import Set as AbstractSet
+from typing import Callable
 
 from .extract.text import flat, one_line
 from .policy import StateRules
@@ -47,10 +48,10 @@ class TaskState:
         self.version += 1
 
     def apply_fact(self, fact: Fact) -> None:
-        if fact.kind == FIELD and fact.source == "tool" and "." in fact.key:
+        root = _group(fact) if fact.source == "tool" else ""
+        if root:
             # An object read again is its new snapshot: fields the new read no longer has (a payment method
             # used up, a list that got shorter) leave the state with the old snapshot.
-            root = fact.key.split(".", 1)[0]
             turn, keys = self.snapshots.get(root, (fact.turn, set()))
             if turn < fact.turn:
                 for key in keys:
@@ -77,7 +78,7 @@ class TaskState:
 
 def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int | None = None,
                  count: Callable[[str], int] | None = None, brief: bool = False,
-                 in_view: Collection[int] = (), focus: str = "") -> str:
+                 in_view: AbstractSet[int] = frozenset(), focus: str = "") -> str:
     """The task-state text. Deterministic, and free of clocks and counters so it only changes when facts do.
 
     Goal, constraints, pending items, approvals and verification are always complete. What room `max_tokens`
@@ -187,20 +188,19 @@ def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: 
     }
 
 
-def _key_facts(state: TaskState, limit: int, in_view: Collection[int], focus: str) -> list[list[Fact]]:
+def _key_facts(state: TaskState, limit: int, in_view: AbstractSet[int], focus: str) -> list[list[Fact]]:
     """Groups of facts (the fields of one object, or one entity) to show, in priority order: not the model's own
     words, not already in view; groups about something the user named first, then about what the dialogue named
     most recently, then the most recently updated; `limit` facts in all (an object is cut only when it alone
     passes the limit)."""
     if limit <= 0:
         return []
-    shown = in_view if isinstance(in_view, (set, frozenset)) else set(in_view)
     groups: dict[str, list[Fact]] = {}
     for fact in state.facts.values():  # oldest update first
         if fact.kind in SECTION_KINDS or fact.source == "assistant":
             continue
         groups.setdefault(_group(fact), []).append(fact)
-    loose = [fact for fact in groups.pop("", []) if fact.turn not in shown]
+    loose = [fact for fact in groups.pop("", []) if fact.turn not in in_view]
     if loose:
         groups[""] = loose
     said_by_user, dialogue = (part.lower() for part in (focus.split("\0", 1) + [""])[:2])
@@ -217,7 +217,7 @@ def _key_facts(state: TaskState, limit: int, in_view: Collection[int], focus: st
     for group, facts in ranked:
         if used >= limit:
             break
-        if group and all(fact.turn in shown for fact in facts):
+        if group and all(fact.turn in in_view for fact in facts):
             continue  # the whole object is in view
         if group and chosen and used + len(facts) > limit:
             continue  # objects are shown whole; a smaller one may still fit

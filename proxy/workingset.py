@@ -299,12 +299,14 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
 def verbatim(conversation: Conversation, epoch: Epoch, policy: Policy) -> frozenset[int]:
     """Indices of the messages the epoch shows as sent (not removed, masked or excerpted)."""
     removed = set(epoch.removed(first_user(conversation.messages)))
-    limit = policy.tool_outputs.max_tokens
-    return frozenset(
-        index for index, message in enumerate(conversation.messages)
-        if index not in removed and not (is_tool_result(message) and (
-            index <= epoch.masked_through or conversation.tokens[index] - MESSAGE_OVERHEAD > limit))
-    )
+    return frozenset(index for index in range(len(conversation))
+                     if not _elided(conversation, index, removed, epoch.masked_through, policy))
+
+
+def _elided(conversation: Conversation, index: int, removed: set[int], masked_through: int, policy: Policy) -> bool:
+    """Whether the message leaves the working set or is shown only in part (a placeholder or an excerpt)."""
+    return index in removed or (is_tool_result(conversation.messages[index]) and (
+        index <= masked_through or conversation.tokens[index] - MESSAGE_OVERHEAD > policy.tool_outputs.max_tokens))
 
 
 def with_tail_state(messages: list[Message], tail: Message | None) -> list[Message]:
@@ -491,9 +493,7 @@ def names_index(conversation: Conversation, removed: set[int], masked_through: i
     last_seen: dict[str, int] = {}
     for index, message in enumerate(messages):
         names = conversation.names[index]
-        elided = index in removed or (is_tool_result(message) and (
-            index <= masked_through or conversation.tokens[index] - MESSAGE_OVERHEAD > policy.tool_outputs.max_tokens))
-        if elided and (task is None or index > task):
+        if _elided(conversation, index, removed, masked_through, policy) and (task is None or index > task):
             for name in names:
                 last_seen[name] = index
         else:

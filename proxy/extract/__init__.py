@@ -133,8 +133,9 @@ def _tool(text: str, data: object, call: ToolCall | None, action: Action) -> lis
     if checked is not None:
         triples.append((VERIFICATION, checked[0], checked[1]))
     if data is not None:
-        named = argument_root(call.arguments) if call else ""
-        triples += [(FIELD, key, value) for key, value in json_facts(data, named or action.tool, named_root=bool(named))]
+        named = argument_root(call.arguments) if call else ""  # the object the call asked about, if it names one
+        fields = json_facts(data, named or action.tool, named_root=bool(named))
+        triples += [(FIELD, key, value) for key, value in fields]
     else:
         triples += text_facts(head_and_tail(text))
     return triples
