@@ -126,7 +126,8 @@ async def _chat(workset: Workset, request: Request) -> Response:
                       tokens_sent=prepared.tokens_sent, compacted=prepared.compacted, new_messages=prepared.new_messages)
         if prepared.epoch is not None:
             fields.update(compaction=prepared.epoch.reason, summary=prepared.epoch.summary_check or "none",
-                          state_check=prepared.epoch.state_check)
+                          state_check=prepared.epoch.state_check, **{f"{part}_tokens": tokens
+                                                                     for part, tokens in prepared.epoch.parts})
         if prepared.note:
             fields["note"] = prepared.note
         if config.logging.content:
@@ -180,7 +181,7 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
     """The model may call workset_recall: answer it from the store and ask again (see proxy.recall)."""
     policy = workset.engine.policies[prepared.policy]
     resolver = Resolver(workset.store, workset.engine.counter, prepared.session_id or "", policy.recall.max_tokens,
-                        policy.recall.search_results)
+                        policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars)
 
     async def ask(body: dict[str, Any]) -> Reply | Stream:
         return await workset.upstream.chat(target, body, caller_key, client_headers)

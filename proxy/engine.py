@@ -31,6 +31,7 @@ from .workingset import (
     Epoch,
     extend_prefix,
     first_user,
+    part_tokens,
     plan_compaction,
     state_message,
     verbatim,
@@ -109,7 +110,8 @@ class Engine:
         model = str(body["model"])
         policy = self.policy_for(model, policy_name)
         messages: list[Message] = body["messages"]
-        resolved = self.sessions.resolve(caller, explicit_session, messages, model, policy.name, check_messages)
+        resolved = self.sessions.resolve(caller, explicit_session, messages, model, policy.name, check_messages,
+                                         policy.observation_matcher)
         branch = resolved.branch
         try:
             tools_tokens = self.counter.tools(body.get("tools"))
@@ -180,7 +182,7 @@ class Engine:
         prefix stays cached."""
         state_limit = budget.share(policy.state.max_share)
         no_digest = policy.summarizer.mode == "off"
-        focus = _dialogue(conversation.messages)
+        focus = _dialogue(conversation)
         for lean in (False, True):
             tail, tail_tokens = self._tail(branch, goal, policy, budget, True, retrieved)
             reserved = state_limit if policy.state.position != "tail" else 0
@@ -217,7 +219,8 @@ class Engine:
         state_text = new_epoch.head_state or (message_text(tail) if tail else "")
         lost = state_kept(branch.state, state_text) if policy.state.position != "head" or new_epoch.head_state else []
         new_epoch = replace(new_epoch, tokens_before=before, tokens_after=after,
-                            state_check="ok" if not lost else "lost: " + "; ".join(lost[:3]))
+                            state_check="ok" if not lost else "lost: " + "; ".join(lost[:3]),
+                            parts=part_tokens(new_epoch, self.counter.cached_text))
         if new_epoch.summary_check == "ok" and new_epoch.summary_through > (epoch.summary_through if epoch else -1):
             branch.summary_candidate = None  # used: the next job starts from it
         snapshot = state_snapshot(branch.state, goal, next_action(branch), new_epoch.summary, new_epoch.summary_check)
@@ -386,14 +389,14 @@ def phase_boundary(branch: Branch, policy: Policy) -> str:
     return ""
 
 
-def _dialogue(messages: Sequence[Message]) -> str:
+def _dialogue(conversation: Conversation) -> str:
     """What the user said, NUL, the dialogue in order: what the user said, what the assistant said and called
     tools with (not tool outputs). Names in it are what the task is about: the user's first, then the latest."""
     said_by_user: list[str] = []
     dialogue: list[str] = []
-    for message in messages:
+    for index, message in enumerate(conversation.messages):
         role = message.get("role")
-        if role == "user":
+        if conversation.is_users(index):
             said_by_user.append(message_text(message))
             dialogue.append(said_by_user[-1])
         elif role == "assistant":

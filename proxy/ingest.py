@@ -9,6 +9,7 @@ from .extract import extract
 from .extract.actions import tool_output_gist
 from .extract.names import message_names
 from .messages import is_tool_result, message_text, tool_calls
+from .observations import action_call
 from .records import Extraction, Message, MessageContext, ToolCall
 
 GIST_CHARS = 600  # stored gist; policies cut it shorter when rendering
@@ -24,9 +25,11 @@ class Extracted:
     names: tuple[str, ...]  # names in it (paths, identifiers) for the index of elided turns
 
 
-def context_for(messages: Sequence[Message], index: int, ref: str, first_user: int | None) -> MessageContext:
-    """What an extractor may know of the messages before `index`: the call a tool result answers, and the
-    nearest assistant text (for answers to approval questions). Looks back only to the nearest assistant."""
+def context_for(messages: Sequence[Message], index: int, ref: str, first_user: int | None,
+                observed: bool = False) -> MessageContext:
+    """What an extractor may know of the messages before `index`: the call a tool result answers (for an
+    observation sent in the user role, the command block before it), and the nearest assistant text (for answers
+    to approval questions). Looks back only to the nearest assistant."""
     message = messages[index]
     assistant: Message | None = None
     for back in range(index - 1, -1, -1):
@@ -36,7 +39,9 @@ def context_for(messages: Sequence[Message], index: int, ref: str, first_user: i
         if not is_tool_result(messages[back]):
             break
     call: ToolCall | None = None
-    if assistant is not None and is_tool_result(message):
+    if assistant is not None and observed:
+        call = action_call(assistant)
+    elif assistant is not None and is_tool_result(message):
         call_id = message.get("tool_call_id")
         calls = tool_calls(assistant)
         call = next((c for c in calls if c.id == call_id), None)
@@ -51,27 +56,36 @@ def context_for(messages: Sequence[Message], index: int, ref: str, first_user: i
     )
 
 
-def tool_outcome(messages: Sequence[Message], index: int, first_user: int | None) -> tuple[str, str, str]:
-    """(tool, gist, outcome) of a tool result: cheap, needed before the full extraction is."""
-    context = context_for(messages, index, "", first_user)
-    tool = context.call.name if context.call else str(messages[index].get("name") or "tool")
+def tool_outcome(messages: Sequence[Message], index: int, first_user: int | None,
+                 observed: bool = False) -> tuple[str, str, str]:
+    """(tool, gist, outcome) of a tool result or observation: cheap, needed before the full extraction is."""
+    context = context_for(messages, index, "", first_user, observed)
+    tool = _tool_name(messages[index], context)
     outcome, gist = tool_output_gist(message_text(messages[index]), GIST_CHARS)
     return tool, gist, outcome
 
 
-def extract_at(messages: Sequence[Message], index: int, ref: str, first_user: int | None) -> Extracted:
+def extract_at(messages: Sequence[Message], index: int, ref: str, first_user: int | None,
+               observed: bool = False) -> Extracted:
     """Everything deterministic extraction learns from messages[index] (its tokens are counted separately: the
-    working set needs them at once, the rest can wait until the provider has the request)."""
+    working set needs them at once, the rest can wait until the provider has the request). An observation (a
+    tool output sent in the user role) is read as the tool output it is, never as the user's words."""
     message = messages[index]
-    context = context_for(messages, index, ref, first_user)
+    context = context_for(messages, index, ref, first_user, observed)
+    if observed:
+        message = {"role": "tool", "content": message.get("content")}
     extraction = extract(message, context)
     text = message_text(message)
     tool = gist = outcome = ""
     if is_tool_result(message):
-        tool = context.call.name if context.call else str(message.get("name") or "tool")
+        tool = _tool_name(message, context)
         action = extraction.actions[0] if extraction.actions else None
         outcome, gist = (action.outcome, action.gist) if action else tool_output_gist(text, GIST_CHARS)
     return Extracted(extraction, tool, gist, outcome, _evidence_text(message, text), message_names(message, text))
+
+
+def _tool_name(message: Message, context: MessageContext) -> str:
+    return context.call.name if context.call else str(message.get("name") or "tool")
 
 
 def _evidence_text(message: Message, text: str) -> str | None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
 import yaml
 
+from .observations import ObservationMatcher
 from .schema import ConfigError, build, setting
 
 
@@ -51,8 +54,33 @@ class StateRules:
     max_facts: int = setting(400, "key facts listed in the task state, counted by field; objects are shown whole, ranked by what the dialogue names; all stay in the store", min=0)
     max_decisions: int = setting(10, "decisions listed in the task state", min=0)
     max_completed: int = setting(20, "completed plan items listed (pending items are always listed)", min=0)
-    max_failures: int = setting(8, "failed approaches listed, newest first", min=0)
+    max_failures: int = setting(8, "failed approaches and limits learned listed, newest first", min=0)
+    max_findings: int = setting(10, "the agent's own derived figures and conclusions listed, newest first", min=0)
     value_chars: int = setting(120, "longest fact value shown in the task state", min=10)
+
+
+@dataclass(frozen=True)
+class UserMessageRules:
+    paste_tokens: int = setting(
+        1500, "a user message (not the task) above this many tokens is a paste: once older than the recent turns it "
+        "is shown as head, tail and ref; every other message the user wrote stays verbatim", min=64)
+    head_tokens: int = setting(500, "tokens kept from the start of a paste", min=0)
+    tail_tokens: int = setting(200, "tokens kept from the end of a paste", min=0)
+
+
+@dataclass(frozen=True)
+class ObservationRules:
+    detect: bool = setting(
+        True, "recognise command output that text-based agents (mini-swe-agent, SWE-agent) send back as user "
+        "messages, and compact it like tool output")
+    patterns: tuple[str, ...] = setting(
+        (r"<returncode>", r"<output>", r"OBSERVATION:", r"Observation:", r"<observation>",
+         r"Please always provide EXACTLY ONE action", r"The last command .{0,80} timed out",
+         r"Exit code: ?-?\d+\s*\n", r"\[?Command (?:finished|exited|timed out)"),
+        "regexes matched at the start of a user message that mark it as a tool observation")
+    after_action: bool = setting(
+        True, "also count a user message as an observation when it starts with a fenced block right after an "
+        "assistant's command block")
 
 
 @dataclass(frozen=True)
@@ -62,15 +90,19 @@ class DigestRules:
     gist_chars: int = setting(100, "longest gist of a tool output in a digest line", min=10)
     names_share: float = setting(0.1, "largest share of the room for the index of names (paths, identifiers) in elided turns", min=0.0, max=0.9)
     arguments_chars: int = setting(100, "longest tool-call arguments shown in a digest line", min=10)
-    text_chars: int = setting(200, "longest user or assistant text shown in a digest line", min=10)
+    text_chars: int = setting(200, "longest user or assistant text shown in a digest line, when it is cut", min=10)
+    prose_tokens: int = setting(
+        120, "the assistant's own prose up to this many tokens is kept whole in the digest when its turn leaves "
+        "(longer prose is cut to text_chars, with its ref); it is folded after the tool-call lines", min=0)
 
 
 @dataclass(frozen=True)
 class RecallRules:
     enabled: bool = setting(True, "offer the workset_recall tool whenever the working set holds refs")
-    max_tokens: int = setting(2000, "longest answer to one recall call", min=64)
+    max_tokens: int = setting(2000, "longest answer to one recall call; a ref is read in pages of about this size", min=64)
     max_rounds: int = setting(3, "recall rounds the proxy answers itself before the model must reply", min=1, max=10)
     search_results: int = setting(3, "matches returned for a recall by query", min=1, max=20)
+    context_lines: int = setting(2, "lines shown before and after each line a recall query matches", min=0, max=50)
 
 
 @dataclass(frozen=True)
@@ -117,6 +149,8 @@ class Policy:
     recent_turns: int = setting(6, "newest turns (an assistant message with its tool results, or a user message) kept verbatim", min=1)
     budget: BudgetRules = setting(BudgetRules(), "token budget with hysteresis")
     tool_outputs: ToolOutputRules = setting(ToolOutputRules(), "tool outputs")
+    user_messages: UserMessageRules = setting(UserMessageRules(), "the user's own messages, always kept")
+    observations: ObservationRules = setting(ObservationRules(), "tool observations sent as user messages")
     state: StateRules = setting(StateRules(), "the task-state message")
     digest: DigestRules = setting(DigestRules(), "the extractive digest of removed turns")
     recall: RecallRules = setting(RecallRules(), "recall by ref: the workset_recall tool")
@@ -127,11 +161,22 @@ class Policy:
     def __post_init__(self) -> None:
         if self.summarizer.mode == "llm" and not self.summarizer.model:
             raise ConfigError(f"policy {self.name!r}: summarizer.model must name a model when summarizer.mode is llm")
+        for number, pattern in enumerate(self.observations.patterns):
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ConfigError(f"policy {self.name!r}: observations.patterns[{number}] is not a valid regex "
+                                  f"({error})") from error
         if self.budget.target_ratio > self.budget.trigger_ratio:
             raise ConfigError(
                 f"policy {self.name!r}: budget.target_ratio ({self.budget.target_ratio}) must not exceed "
                 f"budget.trigger_ratio ({self.budget.trigger_ratio})"
             )
+
+    @cached_property
+    def observation_matcher(self) -> ObservationMatcher:
+        rules = self.observations
+        return ObservationMatcher.of(rules.detect, rules.patterns, rules.after_action)
 
     def for_budget(self, max_input_tokens: int) -> Policy:
         """The rules as they apply under this budget: tool-output limits scaled down to tool_outputs.max_share."""

@@ -1,10 +1,14 @@
 """Recall by ref: the `workset_recall` tool.
 
-When the working set holds refs, workset offers the model a `workset_recall` tool. A call `{"ref": "ID"}` gets the
-stored content back; `{"query": "words"}` the best full-text matches (BM25) among the session's stored content,
-each with its ref. The proxy answers these calls itself and asks the provider again, up to `recall.max_rounds`,
-so the agent sees one ordinary response, streamed or not: text already streamed stays streamed and the
-continuation follows in the same stream.
+When the working set holds refs, workset offers the model a `workset_recall` tool. `{"ref": "ID"}` reads the
+stored content a page at a time (`"page": N`), or by lines (`"lines": "120-180"`), or only its lines matching
+`"query"`, each with a little context; `{"query": "words"}` alone finds the best full-text matches (BM25) among
+the session's stored content and shows the matching passage of each, with its ref (proxy.passages picks them).
+The ref of an assistant message reads its whole turn: its text and calls, then what each call returned, each
+result headed with its own ref (the digest of removed turns often keeps only the assistant's ref in view).
+The proxy answers these calls itself and asks the provider again, up to `recall.max_rounds`, so the agent sees
+one ordinary response, streamed or not: text already streamed stays streamed and the continuation follows in
+the same stream.
 
 When the model calls `workset_recall` together with the agent's own tools, the agent's calls are returned at once
 (they are what the agent is waiting for) and the recall is resolved anyway: its result is delivered with the next
@@ -13,15 +17,20 @@ request of the session, in the tail of the working set.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from . import passages
 from .errors import sse_error
+from .extract.text import one_line
+from .messages import tool_calls
+from .observations import action_call
+from .policy import DigestRules
 from .records import Message
-from .store import Store
+from .store import Answer, Store
 from .tokens import TokenCounter
 
 RECALL_TOOL = "workset_recall"
@@ -30,14 +39,16 @@ RECALL_DEFINITION: dict[str, Any] = {
     "function": {
         "name": RECALL_TOOL,
         "description": (
-            "Get back content that the context proxy elided from this conversation. Nothing is lost: pass "
-            '{"ref": "ID"} for a [ref:ID] shown in the context, or {"query": "words"} to search everything elided.'
+            "Get back content the context proxy elided. {\"ref\": ID} reads a [ref:ID] page by page; with query, "
+            "only its matching lines. {\"query\": \"words\"} alone searches all elided content."
         ),
         "parameters": {
             "type": "object",
             "properties": {
-                "ref": {"type": "string", "description": "an ID from a [ref:ID] marker"},
-                "query": {"type": "string", "description": "words to search the elided content for"},
+                "ref": {"type": "string", "description": "ID of a [ref:ID] marker"},
+                "query": {"type": "string", "description": "words to find"},
+                "page": {"type": "integer", "description": "page number, from 1"},
+                "lines": {"type": "string", "description": "line range, e.g. 120-180"},
             },
         },
     },
@@ -78,15 +89,23 @@ def _tool_name(tool: Any) -> str:
 
 
 class Resolver:
-    """Answers recall calls from the store, within one session (refs of other sessions are never found)."""
+    """Answers recall calls from the store, within one session (refs of other sessions are never found).
+
+    A ref is read a page at a time, or by line range, or by the lines matching a query (see proxy.passages);
+    a query alone finds the best documents by full text (BM25) and shows the passage of each that matches.
+    The ref of an assistant message reads as its whole turn (see `whole_turn`).
+    Every answer stays within `max_tokens` and says where it is and how to go on."""
 
     def __init__(self, store: Store, counter: TokenCounter, session_id: str, max_tokens: int,
-                 search_results: int = 3) -> None:
+                 search_results: int = 3, context_lines: int = 2,
+                 arguments_chars: int = DigestRules().arguments_chars) -> None:
         self.store = store
         self.counter = counter
         self.session_id = session_id
         self.max_tokens = max_tokens
         self.search_results = search_results
+        self.context_lines = context_lines
+        self.arguments_chars = arguments_chars  # of a call in the heading of its result, as the digest shows it
         self.resolved: list[str] = []  # refs and queries answered, for the logs
 
     def __call__(self, arguments: str) -> str:
@@ -95,28 +114,208 @@ class Resolver:
         except orjson.JSONDecodeError:
             parsed = None
         if not isinstance(parsed, dict):
-            return 'workset_recall takes {"ref": "ID"} or {"query": "words"}.'
+            return USAGE
         ref = str(parsed.get("ref") or "").strip().removeprefix("[ref:").removesuffix("]").strip()
+        query = str(parsed.get("query") or "").strip()
         if ref:
-            self.resolved.append(f"ref:{ref}")
             found = self.store.evidence(self.session_id, ref)
             if found is None:
+                self.resolved.append(f"ref:{ref}")
                 return f"No stored content has ref {ref} in this conversation."
-            return self._cut(f"[ref:{ref}] {found.get('tool') or found.get('role')}:\n{found['content']}")
-        query = str(parsed.get("query") or "").strip()
+            stored = _Stored(ref, str(found.get("tool") or found.get("role")), self._content(found))
+            if query:
+                self.resolved.append(f"ref:{ref}?{query[:40]}")
+                return self._matches(stored, query)
+            lines = _asked_lines(parsed)
+            if lines is not None:
+                self.resolved.append(f"ref:{ref}#L{lines[0]}")
+                return self._lines(stored, *lines)
+            page = _positive_int(parsed.get("page")) or 1
+            self.resolved.append(f"ref:{ref}" + (f"#p{page}" if page > 1 else ""))
+            return self._page(stored, page)
         if query:
             self.resolved.append(f"query:{query[:40]}")
-            hits = self.store.search_evidence(self.session_id, query, self.search_results)
-            if not hits:
-                return f"Nothing stored in this conversation matches {query!r}."
-            share = max(64, self.max_tokens // len(hits))
-            return "\n\n".join(self._cut(f"[ref:{hit['ref']}] {hit.get('tool') or hit.get('role')}:\n{hit['content']}",
-                                         share) for hit in hits)
-        return 'workset_recall takes {"ref": "ID"} or {"query": "words"}.'
+            return self._search(query)
+        return USAGE
 
-    def _cut(self, text: str, limit: int | None = None) -> str:
-        head, dropped = self.counter.head(text, limit or self.max_tokens)
-        return head + f"\n… ({dropped} more tokens: ask again with a narrower query)" if dropped else head
+    # --- one ref ---------------------------------------------------------------------------------------------
+
+    def _content(self, found: dict[str, Any]) -> str:
+        """What a ref reads: the stored content, or for an assistant message its whole turn."""
+        if found.get("role") != "assistant" or not found.get("node"):
+            return str(found["content"])
+        turn = self.store.turn(self.session_id, str(found["node"]))
+        if turn is None:
+            return str(found["content"])
+        return whole_turn(str(found["content"]), turn.message, turn.answers, self.arguments_chars)
+
+    def _page_tokens(self, stored: _Stored) -> int:
+        """Room for content in a page: the answer less its header and the longest footer it can have."""
+        most = str(2 * len(stored.content) + 1)  # lines, pieces and pages number at most this
+        footer = _page_footer(stored.ref, f"lines {most}-{most}", most, int(most) - 1, int(most))
+        return max(1, self.max_tokens - self.counter.text(stored.header() + footer) - 2)
+
+    def _page(self, stored: _Stored, page: int) -> str:
+        laid = passages.layout(stored.content, self._page_tokens(stored), self.counter)
+        if page > len(laid.pages):
+            return (f"[ref:{stored.ref}] has {_count(len(laid.pages), 'page')} ({_count(laid.lines, 'line')}); "
+                    f"there is no page {page}.")
+        start, end = laid.pages[page - 1]
+        shown = laid.pieces[start:end]
+        footer = _page_footer(stored.ref, passages.span(shown), str(laid.lines), page, len(laid.pages))
+        return f"{stored.header()}\n{passages.render(shown)}" + (f"\n{footer}" if footer else "")
+
+    def _lines(self, stored: _Stored, first: int, last: int | None) -> str:
+        limit = self._page_tokens(stored)
+        laid = passages.layout(stored.content, limit, self.counter)
+        if first > laid.lines:
+            return f"[ref:{stored.ref}] has {_count(laid.lines, 'line')}; line {first} is past its end."
+        last = min(laid.lines, last if last is not None else laid.lines)
+        first, last = max(1, min(first, last)), max(first, last)
+        shown, whole = passages.in_range(laid.pieces, first, last, limit)
+        where = f"{passages.span(shown)} of {laid.lines}"
+        tail = shown[-1]
+        if whole and last < laid.lines:
+            following = _range(last + 1, min(laid.lines, 2 * last - first + 1))  # as many lines again
+            footer = f'({where}, ask {{"ref": "{stored.ref}", "lines": "{following}"}} for more)'
+        elif whole:
+            footer = f"({where}: the end)"
+        elif tail.part < tail.parts:  # cut inside a long line: its next part is on a page
+            page = laid.page_of(laid.pieces.index(tail) + 1)
+            footer = f'({where}, line {tail.line} in part; ask {{"ref": "{stored.ref}", "page": {page}}} for more)'
+        else:
+            footer = f'({where}; ask {{"ref": "{stored.ref}", "lines": "{_range(tail.line + 1, last)}"}} for the rest)'
+        return f"{stored.header()}\n{passages.render(shown)}\n{footer}"
+
+    def _matches(self, stored: _Stored, query: str) -> str:
+        lines = len(passages.split_lines(stored.content))
+        header = f"[ref:{stored.ref}] {stored.label}, {_count(lines, 'line')}; lines matching {query!r}:"
+        passage = self._passage(stored.content, passages.query_words(query),
+                                self.max_tokens - self.counter.text(header) - 1)
+        if passage is None:
+            pages = len(passages.layout(stored.content, self._page_tokens(stored), self.counter).pages)
+            return (f"No line of [ref:{stored.ref}] ({stored.label}, {_count(lines, 'line')}, "
+                    f"{_count(pages, 'page')}) matches {query!r}. Read it with {{\"ref\": \"{stored.ref}\", "
+                    f"\"page\": 1}}, or try other words.")
+        return f"{header}\n{passage}"
+
+    def _passage(self, content: str, words: list[str], limit: int) -> str | None:
+        """The best matching lines of `content` with their context, and a note of matches left out, within
+        `limit` tokens; None when no line matches."""
+        note_room = self.counter.text(_left_out(len(content), len(content))) + 1
+        laid = passages.layout(content, max(1, limit - note_room), self.counter)
+        ranked, partial = passages.matching(laid.pieces, words)
+        if not ranked:
+            return None
+        chosen = passages.select(laid.pieces, ranked, self.context_lines, limit - note_room)
+        note = _left_out(chosen.left_out, partial)
+        return passages.render(chosen.pieces) + (f"\n{note}" if note else "")
+
+    # --- the whole session -------------------------------------------------------------------------------------
+
+    def _search(self, query: str) -> str:
+        hits = self.store.search_evidence(self.session_id, query, self.search_results)
+        if not hits:
+            return f"Nothing stored in this conversation matches {query!r}."
+        words = passages.query_words(query)
+        footer = f'(ask {{"ref": "ID", "query": {orjson.dumps(query).decode()}}} for more of one)'
+        remaining = self.max_tokens - self.counter.text(footer) - 1
+        parts: list[str] = []
+        for index, hit in enumerate(hits):
+            share = remaining // (len(hits) - index)  # what one result leaves unused goes to the next
+            stored = _Stored(str(hit["ref"]), str(hit.get("tool") or hit.get("role")), hit["content"])
+            lines = len(passages.split_lines(stored.content))
+            header = f"[ref:{stored.ref}] {stored.label}, {_count(lines, 'line')}:"
+            room = share - self.counter.text(header) - 1
+            passage = self._passage(stored.content, words, room)
+            if passage is None:  # found by stemming, not by the words as written: its start
+                laid = passages.layout(stored.content, max(1, room), self.counter)
+                passage = passages.render(passages.in_range(laid.pieces, 1, laid.lines, room)[0])
+            part = f"{header}\n{passage}"
+            remaining -= self.counter.text(part) + 2
+            parts.append(part)
+        return "\n\n".join([*parts, footer])
+
+
+def whole_turn(text: str, message: Message, answers: Sequence[Answer], arguments_chars: int) -> str:
+    """An assistant message's turn as one document: its text and calls (`text`, as stored), then the result of
+    each call headed with the call and the result's own ref, "--- result of bash {...} [ref:OUT]". A call's result
+    is the first answer seen carrying its id (a text-based agent's command block is answered by its observation);
+    a call without a stored result is left out."""
+    calls = tool_calls(message)
+    action = None if calls else action_call(message)
+    parts = [text]
+    unused = list(answers)
+    for call in calls or ([action] if action else []):
+        answer = next((a for a in unused if a.call_id == call.id), None)
+        if answer is None:
+            continue
+        unused.remove(answer)
+        called = " ".join(part for part in (call.name, one_line(call.arguments, arguments_chars)) if part)
+        heading = f"--- result of {called} [ref:{answer.ref}]"
+        parts.append(f"{heading}\n{answer.content or '(empty)'}")
+    return "\n".join(parts)
+
+
+USAGE = ('workset_recall takes {"ref": "ID"} (add "page": N or "lines": "A-B" to move, or "query": "words" for its '
+         'matching lines) or {"query": "words"} to search everything stored.')
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """One stored output as recall shows it."""
+
+    ref: str
+    label: str  # the tool that produced it, or the message's role
+    content: str
+
+    def header(self) -> str:
+        return f"[ref:{self.ref}] {self.label}:"
+
+
+def _page_footer(ref: str, where: str, lines: str, page: int, pages: int) -> str:
+    """Where a page is, and how to go on: "(lines 1-140 of 612, page 1 of 5; ask {...} for more)"."""
+    if pages == 1:
+        return ""  # the whole text: nothing to say
+    if page == pages:
+        return f"({where} of {lines}, page {page} of {pages}: the end)"
+    return f'({where} of {lines}, page {page} of {pages}; ask {{"ref": "{ref}", "page": {page + 1}}} for more)'
+
+
+def _left_out(unshown: int, partial: int) -> str:
+    """What a query's answer leaves out: matches that did not fit, lines holding only some of the words."""
+    parts = [f"{unshown} more matching lines did not fit" if unshown else "",
+             f"{partial} lines hold only some of the words: ask with fewer words for them" if partial else ""]
+    return f"({'; '.join(part for part in parts if part)})" if unshown or partial else ""
+
+
+def _range(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _positive_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+def _asked_lines(arguments: dict[str, Any]) -> tuple[int, int | None] | None:
+    """The line range asked for: "lines" ("120-180", "120-", 120) or start_line / end_line."""
+    if arguments.get("lines") is not None:
+        return passages.parse_lines(arguments["lines"])
+    first = _positive_int(arguments.get("start_line"))
+    last = _positive_int(arguments.get("end_line"))
+    if first is None and last is None:
+        return None
+    return first or 1, last
 
 
 @dataclass

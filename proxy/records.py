@@ -21,7 +21,16 @@ IDENTIFIER = "id"  # PO-2231, UUIDs, hashes, user ids such as mia_li_3668
 PATH = "path"
 URL = "url"
 
-FACT_KINDS = (CONSTRAINT, PLAN, APPROVAL, VERIFICATION, DECISION, FIELD, AMOUNT, QUANTITY, DATE, IDENTIFIER, PATH, URL)
+# Learned the hard way: an approach that does not work, a limit, a refusal. Key: a short normalized subject ("bulk
+# endpoint", "rate limit", "limit per page", "access api.example.com/v1/bulk"); value: the agent's sentence, or for
+# a tool output a composed line ("rate limit: 100 requests per minute (429; Retry-After: 30; at https://…)").
+FAILURE = "failure"
+# The agent's own derived figure ("14.40 / 30 = 0.48 USD/piece"; key: its label or expression) or stated
+# conclusion ("Root cause: …"; key: the normalized sentence); value: the sentence as written.
+FINDING = "finding"
+
+FACT_KINDS = (CONSTRAINT, PLAN, APPROVAL, VERIFICATION, DECISION, FIELD, AMOUNT, QUANTITY, DATE, IDENTIFIER, PATH, URL,
+              FAILURE, FINDING)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from .hashing import chain, ref_of, root_hash, session_id_for
 from .ingest import extract_at, tool_outcome
 from .messages import PINNED_ROLES, is_tool_result
+from .observations import NO_OBSERVATIONS, ObservationMatcher
 from .records import Action, Fact, Message
 from .state import TaskState
 from .store import NewMessage, NodeRow, Store
@@ -39,6 +40,7 @@ class Branch:
     gists: list[str] = field(default_factory=list)
     outcomes: list[str] = field(default_factory=list)
     names: list[tuple[str, ...]] = field(default_factory=list)
+    observed: list[bool] = field(default_factory=list)  # user messages that are tool observations (text agents)
     state: TaskState = field(default_factory=TaskState)
     fact_nodes: dict[tuple[str, str], str] = field(default_factory=dict)  # node of the latest value per key on this path
     epoch: Epoch | None = None
@@ -72,14 +74,15 @@ class Branch:
 
     def conversation(self) -> Conversation:
         return Conversation(self.messages, self.hashes, self.refs, self.tokens, self.tool_names, self.gists, self.outcomes,
-                            self.names)
+                            self.names, self.observed)
 
     def truncated(self, length: int) -> Branch:
         """The first `length` messages of this path, sharing nothing mutable with it (state is rebuilt)."""
         return Branch(
             self.session_id, self.root, self.explicit, self.messages[:length], self.hashes[:length],
             self.refs[:length], self.tokens[:length], self.tool_names[:length], self.gists[:length],
-            self.outcomes[:length], self.names[:length], total_tokens=sum(self.tokens[:length]), settled=length,
+            self.outcomes[:length], self.names[:length], self.observed[:length], total_tokens=sum(self.tokens[:length]),
+            settled=length,
         )
 
 
@@ -148,12 +151,19 @@ class Sessions:
         self.counter = counter
         self.cache = BranchCache(max_branches, on_evict=self.settle)
         self._lock = threading.RLock()  # the in-process eval and the server may share one instance
+        self._observations = NO_OBSERVATIONS  # the resolving request's rules (read under the lock)
+
+    def _observed(self, messages: Sequence[Message], index: int) -> bool:
+        return self._observations.is_observation(messages, index, first_user(messages))
 
     def resolve(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str,
-                check: Callable[[list[Message], int], None] = lambda messages, start: None) -> Resolved:
+                check: Callable[[list[Message], int], None] = lambda messages, start: None,
+                observations: ObservationMatcher = NO_OBSERVATIONS) -> Resolved:
         """The branch this request continues, with its new messages ingested. `check(messages, start)` runs on the
-        messages not seen before on this path, before anything is stored; what it raises propagates."""
+        messages not seen before on this path, before anything is stored; what it raises propagates.
+        `observations` tells which user messages are tool output sent in the user role."""
         with self._lock:
+            self._observations = observations
             root = root_hash(caller, explicit_session)
             branch, known = self._from_cache(root, messages)
             if branch is None:
@@ -235,6 +245,7 @@ class Sessions:
             branch.gists.append(row.gist or "")
             branch.outcomes.append(row.outcome or "")
             branch.names.append(tuple(row.names.split()))
+            branch.observed.append(self._observed(branch.messages, len(branch.messages) - 1))
             branch.total_tokens += row.tokens
         branch.settled = len(branch.messages)
 
@@ -266,9 +277,12 @@ class Sessions:
             index = known + offset
             message = messages[index]
             tokens = self.counter.message(message)
-            # A tool result's outcome is known at once (failures trigger retrieval); the rest waits for settle().
-            tool, gist, outcome = tool_outcome(messages, index, task) if is_tool_result(message) else ("", "", "")
             branch.messages.append(message)
+            observed = self._observed(branch.messages, index)
+            # A tool result's outcome is known at once (failures trigger retrieval); the rest waits for settle().
+            tool, gist, outcome = tool_outcome(messages, index, task, observed) \
+                if observed or is_tool_result(message) else ("", "", "")
+            branch.observed.append(observed)
             branch.hashes.append(digest)
             branch.refs.append(ref_of(digest))
             branch.tokens.append(tokens)
@@ -290,7 +304,7 @@ class Sessions:
         actions: list[tuple[str, Action]] = []
         for index in range(branch.settled, len(messages)):
             digest, ref = branch.hashes[index], branch.refs[index]
-            item = extract_at(messages, index, ref, task)
+            item = extract_at(messages, index, ref, task, branch.observed[index])
             records.append(NewMessage(digest, branch.hashes[index - 1] if index else None, index, messages[index],
                                       branch.tokens[index], ref, item.tool, item.gist, item.outcome, item.evidence,
                                       item.names))
@@ -327,4 +341,7 @@ def epoch_from_dict(data: dict[str, object]) -> Epoch:
     values = dict(data)
     values["kept"] = tuple(values.get("kept", ()))  # type: ignore[arg-type]
     values["digest_lines"] = tuple(values.get("digest_lines", ()))  # type: ignore[arg-type]
+    for key in ("pastes", "dropped_users", "names"):
+        values[key] = tuple(values.get(key, ()))  # type: ignore[arg-type]
+    values["parts"] = tuple(tuple(part) for part in values.get("parts", ()))  # type: ignore[union-attr]
     return Epoch(**values)  # type: ignore[arg-type]

@@ -17,7 +17,9 @@ from .records import (
     APPROVAL,
     CONSTRAINT,
     DECISION,
+    FAILURE,
     FIELD,
+    FINDING,
     PLAN,
     VERIFICATION,
     Action,
@@ -26,7 +28,7 @@ from .records import (
 )
 
 # Kinds rendered in their own sections; the rest are "key facts".
-SECTION_KINDS = frozenset({CONSTRAINT, PLAN, DECISION, APPROVAL, VERIFICATION})
+SECTION_KINDS = frozenset({CONSTRAINT, PLAN, DECISION, APPROVAL, VERIFICATION, FAILURE, FINDING})
 
 
 @dataclass
@@ -99,13 +101,17 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         APPROVALS: [f"- {one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(APPROVAL)],
         VERIFIED: [f"- {one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(VERIFICATION)],
     }
+    # What room is left goes first to the agent's conclusions (decisions, what failed, what it worked out), then
+    # to key facts of tool outputs, then to completed items: the seeds' order of value.
     optional: list[tuple[str, list[str]]] = [] if brief else [
+        (DECISIONS, _newest(state.of_kind(DECISION), rules.max_decisions, 300)),
+        (FAILED, _newest(state.of_kind(FAILURE), rules.max_failures, 240)
+         + [f"- {a.tool} {one_line(a.arguments, 160)} -> {one_line(a.gist, 200)}{_ref(a)}"
+            for a in _failed_approaches(state.actions, rules.max_failures)][::-1]),
+        (FINDINGS, _newest(state.of_kind(FINDING), rules.max_findings, 240)),
         (FACTS, _fact_lines(_key_facts(state, rules.max_facts, in_view, focus), rules.value_chars)),
-        (DECISIONS, [f"- {one_line(f.value, 300)}" for f in state.of_kind(DECISION)][::-1][: rules.max_decisions]),
         (COMPLETED, [f"- [x] {one_line(f.key, 200)}" for f in plan if f.value == "completed"][::-1]
          [: rules.max_completed]),
-        (FAILED, [f"- {a.tool} {one_line(a.arguments, 160)} -> {one_line(a.gist, 200)}{_ref(a)}"
-                  for a in _failed_approaches(state.actions, rules.max_failures)][::-1]),
     ]
     room: int | None = None
     if max_tokens is not None and count is not None:
@@ -150,14 +156,20 @@ def _cut(line: str, tokens: int, count: Callable[[str], int]) -> str:
 
 
 CONSTRAINTS = "Constraints (always apply):"
-PENDING = "Pending:"
+PENDING = "Pending (open items):"
 COMPLETED = "Completed:"
-DECISIONS = "Decisions:"
+DECISIONS = "Decisions (the agent's own):"
+FINDINGS = "Worked out so far (the agent's own figures and conclusions):"
 APPROVALS = "Approvals:"
 VERIFIED = "Verification:"
-FACTS = "Key facts (from tool outputs and the user, by what they describe):"
-FAILED = "Failed approaches (do not repeat as is):"
-SECTION_ORDER = (CONSTRAINTS, PENDING, COMPLETED, DECISIONS, APPROVALS, VERIFIED, FACTS, FAILED)
+FACTS = "Key facts (from tool outputs, by what they describe):"
+FAILED = "Learned the hard way (failed approaches and limits; do not repeat as is):"
+SECTION_ORDER = (CONSTRAINTS, PENDING, APPROVALS, DECISIONS, FAILED, FINDINGS, VERIFIED, COMPLETED, FACTS)
+
+
+def _newest(facts: list[Fact], limit: int, chars: int) -> list[str]:
+    """The newest `limit` facts' sentences with their refs, newest first (shown oldest first)."""
+    return [f"- {one_line(f.value, chars)}{_ref(f)}" for f in facts[::-1][:limit]]
 
 
 def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: str = "",
@@ -177,6 +189,8 @@ def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: 
         "pending": [f.key for f in plan if f.value != "completed"],
         "completed": [f.key for f in plan if f.value == "completed"],
         "decisions": [f.value for f in state.of_kind(DECISION)],
+        "findings": rows(state.of_kind(FINDING)),
+        "learned": rows(state.of_kind(FAILURE)),
         "approvals": rows(state.of_kind(APPROVAL)),
         "verification": rows(state.of_kind(VERIFICATION)),
         "facts": [{"kind": f.kind, **row} for f, row in zip(key_facts, rows(key_facts))],

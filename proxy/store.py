@@ -19,6 +19,7 @@ import orjson
 import sqlite_utils
 
 from .logs import get_logger
+from .passages import has_cjk, query_words
 from .records import Action, Fact
 
 SCHEMA_VERSION = 3
@@ -98,6 +99,25 @@ class NodeRow:
     gist: str
     outcome: str
     names: str  # space-separated
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A stored message that answers an assistant message: a tool result, or an observation sent in the user role."""
+
+    ref: str
+    role: str
+    tool: str  # the tool that produced it
+    call_id: str  # the tool_call_id it carries ("" for an observation or a legacy function result)
+    content: str  # its stored evidence, what recall shows ("" when it had none)
+
+
+@dataclass(frozen=True)
+class StoredTurn:
+    """An assistant message as stored, with the messages below it in the tree that may answer it."""
+
+    message: dict[str, Any]
+    answers: tuple[Answer, ...]  # first seen first, over every branch below the message
 
 
 @dataclass
@@ -356,22 +376,69 @@ class Store:
             row = cursor.fetchone()
             return dict(zip([c[0] for c in cursor.description], row)) if row else None
 
+    def turn(self, session_id: str, node: str) -> StoredTurn | None:
+        """The assistant message at `node` (within one session) with what answers it: the tool messages on the
+        paths below it, as deep as it made calls (parallel calls' results follow one another), or, when it made
+        none, an observation sent in the user role as its child (ingest read it as a tool output: its tool is set).
+        Branches forking below the message are all walked; each step is a lookup by (session_id, depth) and
+        parent, never a scan of the session. None when the node is not an assistant message of the session."""
+        self.flush()
+        with self._read_lock:
+            row = self._read.execute(
+                "SELECT depth, role, body FROM messages WHERE hash = ? AND session_id = ?", (node, session_id)
+            ).fetchone()
+            if row is None or row[1] != "assistant":
+                return None
+            message = orjson.loads(row[2])
+            calls = len(message.get("tool_calls") or ()) + isinstance(message.get("function_call"), dict)
+            roles = ("tool", "function") if calls else ("user", "user")
+            rows = self._read.execute(
+                "WITH RECURSIVE below(hash, depth, level) AS ("
+                " SELECT ?, ?, 0"
+                " UNION ALL SELECT m.hash, m.depth, below.level + 1 FROM below CROSS JOIN messages m"
+                " WHERE below.level < ? AND m.session_id = ? AND m.depth = below.depth + 1 AND m.parent = below.hash"
+                " AND m.role IN (?, ?) AND m.tool != '')"
+                " SELECT m.ref, m.role, m.tool, json_extract(m.body, '$.tool_call_id'), e.content"
+                " FROM below CROSS JOIN messages m ON m.hash = below.hash"
+                " LEFT JOIN evidence e ON e.session_id = m.session_id AND e.ref = m.ref"
+                " WHERE below.level > 0 ORDER BY m.rowid",
+                (node, row[0], max(1, calls), session_id, *roles),
+            ).fetchall()
+        answers = tuple(Answer(ref, role, tool, str(call_id or ""), content or "")
+                        for ref, role, tool, call_id, content in rows)
+        return StoredTurn(message, answers)
+
     def search_evidence(self, session_id: str, query: str, limit: int = 5, fresh: bool = True) -> list[dict[str, Any]]:
-        """Best full-text matches (BM25) within one session; fresh=False skips waiting for queued writes."""
+        """Best full-text matches (BM25) within one session; fresh=False skips waiting for queued writes.
+
+        The full-text index splits words at spaces, so a CJK word inside a run of CJK text is not one of its
+        words: such words are also looked for as substrings, in this session's content only."""
         if fresh:
             self.flush()
-        terms = " OR ".join(f'"{word}"' for word in query.replace('"', " ").split() if word)
-        if not terms:
+        words = query_words(query.replace('"', " "))
+        if not words:
             return []
         with self._read_lock:
             cursor = self._read.execute(
                 "SELECT evidence.ref, evidence.tool, evidence.role, evidence.content, bm25(evidence_fts) AS rank"
                 " FROM evidence_fts JOIN evidence ON evidence.id = evidence_fts.rowid"
                 " WHERE evidence_fts MATCH ? AND evidence.session_id = ? ORDER BY rank LIMIT ?",
-                (terms, session_id, limit),
+                (" OR ".join(f'"{word}"' for word in words), session_id, limit),
             )
             names = [c[0] for c in cursor.description]
-            return [dict(zip(names, row)) for row in cursor.fetchall()]
+            hits = [dict(zip(names, row)) for row in cursor.fetchall()]
+            cjk = [word for word in words if has_cjk(word)]
+            if cjk and len(hits) < limit:
+                found = {hit["ref"] for hit in hits}
+                cursor = self._read.execute(
+                    "SELECT ref, tool, role, content FROM evidence WHERE session_id = ? AND ("
+                    + " OR ".join("instr(lower(content), ?) > 0" for _ in cjk) + ") ORDER BY id DESC LIMIT ?",
+                    (session_id, *cjk, limit + len(found)),
+                )
+                names = [c[0] for c in cursor.description]
+                more = (dict(zip(names, row)) for row in cursor.fetchall())
+                hits += [hit for hit in more if hit["ref"] not in found][:limit - len(hits)]
+        return hits
 
     def facts(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM facts WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit))

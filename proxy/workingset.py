@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from .extract.text import one_line
+from .extract.text import flat, one_line
 from .messages import PINNED_ROLES, is_tool_result, message_text
+from .observations import action_command, prose_of
 from .policy import Policy
 from .records import Message
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
@@ -40,9 +41,21 @@ class Conversation:
     gists: Sequence[str]  # for a tool result, its one-line gist; else ""
     outcomes: Sequence[str]  # for a tool result, "ok" or "error"; else ""
     names: Sequence[tuple[str, ...]] = ()  # names in each message (paths, identifiers), for the index
+    observed: Sequence[bool] = ()  # user messages that are tool observations (text-based agents)
 
     def __len__(self) -> int:
         return len(self.messages)
+
+    def is_output(self, index: int) -> bool:
+        """A tool result, or a tool observation sent in the user role: compacted as tool output."""
+        return is_tool_result(self.messages[index]) or self.is_observation(index)
+
+    def is_observation(self, index: int) -> bool:
+        return index < len(self.observed) and self.observed[index]
+
+    def is_users(self, index: int) -> bool:
+        """A message the user wrote: never compacted away."""
+        return self.messages[index].get("role") == "user" and not self.is_observation(index)
 
 
 @dataclass(frozen=True)
@@ -65,10 +78,13 @@ class Epoch:
     summary_through: int = -1
     summary_hash: str = ""
     summary_check: str = ""  # outcome of the latest summary attempt: ok, rejected: ..., timeout, not ready
+    pastes: tuple[int, ...] = ()  # the user's long messages shown as head, tail and ref
+    dropped_users: tuple[str, ...] = ()  # "turn N [ref:ID]" of the user's messages left out for room (said plainly)
     state_check: str = ""  # "ok", or what the state lost (never expected: it is rendered from the ledger)
     head_state: str = ""  # task state as of this compaction (state.position head or both)
     tokens_before: int = 0
     tokens_after: int = 0
+    parts: tuple[tuple[str, int], ...] = ()  # tokens of the compacted message's parts: state, digest, names
     reason: str = "budget"
 
     def applies_to(self, conversation: Conversation) -> bool:
@@ -171,11 +187,12 @@ def segment(messages: Sequence[Message]) -> list[tuple[int, int]] | None:
     return pairing.units if pairing.complete else None
 
 
-def pinned_indices(messages: Sequence[Message]) -> set[int]:
+def pinned_indices(messages: Sequence[Message], observed: Sequence[bool] = ()) -> set[int]:
     """System and developer messages, the task (first user turn), the latest user turn and the assistant reply
-    it answers (a confirmation is meaningless without the question)."""
+    it answers (a confirmation is meaningless without the question). Observations are not user turns."""
     pinned = {i for i, m in enumerate(messages) if m.get("role") in PINNED_ROLES}
-    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    users = [i for i, m in enumerate(messages)
+             if m.get("role") == "user" and not (i < len(observed) and observed[i])]
     if users:
         pinned.update((users[0], users[-1]))
         before = users[-1] - 1
@@ -204,12 +221,20 @@ def placeholder(conversation: Conversation, index: int, policy: Policy) -> Messa
 
 
 def excerpted(conversation: Conversation, index: int, policy: Policy, excerpt: Excerpt) -> Message:
-    """A recent tool output over tool_outputs.max_tokens: head and tail plus its ref."""
+    """A recent tool output over tool_outputs.max_tokens (or an old paste of the user's): head and tail plus
+    its ref."""
     message = conversation.messages[index]
-    rules = policy.tool_outputs
+    rules = policy.user_messages if conversation.is_users(index) else policy.tool_outputs
+    what = "message" if conversation.is_users(index) else "output"
     head, tail, elided = excerpt(message_text(message), rules.head_tokens, rules.tail_tokens)
-    marker = f"\n…\n{WORKSET_TAG} {elided} tokens of this output elided; full output: [ref:{conversation.refs[index]}]\n…\n"
+    marker = f"\n…\n{WORKSET_TAG} {elided} tokens of this {what} elided; full {what}: [ref:{conversation.refs[index]}]\n…\n"
     return _with_content(message, head + marker + tail)
+
+
+def is_paste(conversation: Conversation, index: int, policy: Policy) -> bool:
+    """A long message of the user's (not the task): shown as head, tail and ref once it is older than the
+    recent turns."""
+    return conversation.is_users(index) and conversation.tokens[index] - MESSAGE_OVERHEAD > policy.user_messages.paste_tokens
 
 
 def compacted_message(epoch: Epoch) -> Message | None:
@@ -217,6 +242,8 @@ def compacted_message(epoch: Epoch) -> Message | None:
     parts: list[str] = []
     if epoch.head_state:
         parts.append(epoch.head_state)
+    if epoch.dropped_users:
+        parts.append(f"{DROPPED_USERS}\n" + "; ".join(epoch.dropped_users))
     if epoch.summary:
         parts.append(f"## Summary of turns up to {epoch.summary_through} (model-written, checked against the record)\n"
                      + epoch.summary)
@@ -232,12 +259,23 @@ def compacted_message(epoch: Epoch) -> Message | None:
     return {"role": "user", "content": header + "\n\n" + "\n\n".join(parts)}
 
 
+DROPPED_USERS = ("## The user's earlier messages left out: they did not fit the budget (still binding unless "
+                 "the user said otherwise; recall them by ref)")
+
+
+def part_tokens(epoch: Epoch, count: Callable[[str], int]) -> tuple[tuple[str, int], ...]:
+    """How many tokens the state, the digest and the names index take in the compacted message (reported per
+    compaction: a state nobody would read is a cost, not a help)."""
+    return (("state", count(epoch.head_state) if epoch.head_state else 0), ("digest", count(digest_text(epoch))),
+            ("names", count(" ".join(epoch.names)) if epoch.names else 0))
+
+
 def digest_text(epoch: Epoch) -> str:
     """The digest lines of removed turns the summary does not cover."""
     lines = [line for line in epoch.digest_lines if _line_turn(line) > epoch.summary_through]
     folded = epoch.folded_steps if epoch.summary_through < 0 else 0
-    if not lines and not folded:
-        return ""
+    if not lines:
+        return ""  # a count alone tells the model nothing it can use (the lean pass, under a tight budget)
     out = ["## Earlier steps (extractive digest)"]
     if folded:
         out.append(f"- ({folded} earlier steps folded, {epoch.folded_failed} of them failed)")
@@ -268,6 +306,7 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
     removed_through = epoch.removed_through if epoch else -1
     masked_through = epoch.masked_through if epoch else -1
     kept = set(epoch.kept) if epoch else set()
+    pastes = set(epoch.pastes) if epoch else set()
     task = first_user(messages) if epoch is not None else None
     limit = policy.tool_outputs.max_tokens
     for index in range(start, len(messages)):
@@ -275,7 +314,7 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
         if task is not None and task < index <= removed_through and index not in kept:
             continue
         tokens = conversation.tokens[index]
-        if is_tool_result(message):
+        if conversation.is_output(index):
             if index <= masked_through:
                 message = placeholder(conversation, index, policy)
                 tokens = counter.message(message, generated=True)
@@ -284,6 +323,10 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
                 message = excerpted(conversation, index, policy, excerpt)
                 tokens = counter.message(message, generated=True)
                 prefix.refs = True
+        elif index in pastes:
+            message = excerpted(conversation, index, policy, excerpt)
+            tokens = counter.message(message, generated=True)
+            prefix.refs = True
         prefix.messages.append(message)
         prefix.tokens += tokens
         if index == task and epoch is not None:
@@ -300,12 +343,13 @@ def verbatim(conversation: Conversation, epoch: Epoch, policy: Policy) -> frozen
     """Indices of the messages the epoch shows as sent (not removed, masked or excerpted)."""
     removed = set(epoch.removed(first_user(conversation.messages)))
     return frozenset(index for index in range(len(conversation))
-                     if not _elided(conversation, index, removed, epoch.masked_through, policy))
+                     if not _elided(conversation, index, removed, epoch.masked_through, policy, epoch.pastes))
 
 
-def _elided(conversation: Conversation, index: int, removed: set[int], masked_through: int, policy: Policy) -> bool:
+def _elided(conversation: Conversation, index: int, removed: set[int], masked_through: int, policy: Policy,
+            pastes: Sequence[int] = ()) -> bool:
     """Whether the message leaves the working set or is shown only in part (a placeholder or an excerpt)."""
-    return index in removed or (is_tool_result(conversation.messages[index]) and (
+    return index in removed or index in pastes or (conversation.is_output(index) and (
         index <= masked_through or conversation.tokens[index] - MESSAGE_OVERHEAD > policy.tool_outputs.max_tokens))
 
 
@@ -356,33 +400,45 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
     """A new epoch that brings the working set to the budget's target (its head_state is filled in afterwards,
     knowing what stays in view; `state_tokens` is reserved for it).
 
-    First every tool output older than the newest `recent_turns` units becomes a placeholder. Then the oldest
-    tool turns (an assistant message with its tool results) after the task leave, each replaced by a digest
-    line; the dialogue between them (user turns, the assistant's replies) stays, and leaves only if that is not
-    enough. Only then do the recent units give way, oldest first (masked, then removed), never the newest unit
-    or a pinned message. `fixed_tokens` are the parts outside the messages (tool definitions, live state)."""
+    What leaves first is worth least (the seeds' order of value, kept from the end): every tool output older
+    than the newest `recent_turns` units becomes a placeholder, and an old paste of the user's its head and tail.
+    Then the oldest tool turns (an assistant message with its tool results, or a text-based agent's command with
+    its observation) after the task leave, each replaced by digest lines: the assistant's own prose, whole
+    where short, then one line per call. Then the assistant's replies in the dialogue, oldest first. Then the
+    recent units give way, oldest first (masked, then removed), never the newest unit or a pinned message. The
+    user's own messages stay through all of that: only when they alone would pass the budget do the oldest
+    leave, and the compacted message names them. `fixed_tokens` are the parts outside the messages (tool
+    definitions, live state)."""
     messages = conversation.messages
     count = len(messages)
     task = first_user(messages)
-    pinned = pinned_indices(messages)
+    pinned = pinned_indices(messages, conversation.observed)
     after_task = task if task is not None else -1
+    units = tool_turns(conversation, units)
     removed_through = max(previous.removed_through, after_task) if previous else after_task
     kept = set(previous.kept) if previous else set()
     lines = list(previous.digest_lines) if previous else []
     folded_steps = previous.folded_steps if previous else 0
     folded_failed = previous.folded_failed if previous else 0
+    dropped = list(previous.dropped_users) if previous else []
     recent = units[-policy.recent_turns:]
     recent_start = recent[0][0] if recent else count
     masked_through = max(previous.masked_through if previous else -1, recent_start - 1)
+    pastes = set(previous.pastes) if previous else set()
+    pastes.update(i for i in range(after_task + 1, masked_through + 1)
+                  if i not in pinned and is_paste(conversation, i, policy))
 
     def shown(index: int) -> int:
         if after_task < index <= removed_through and index not in kept:
             return 0
-        return _shown_tokens(conversation, index, policy, counter, excerpt, masked=index <= masked_through)
+        return _shown_tokens(conversation, index, policy, counter, excerpt, masked=index <= masked_through,
+                             paste=index in pastes)
 
     def is_dialogue(unit: tuple[int, int]) -> bool:
-        first = messages[unit[0]]
-        return first.get("role") == "user" or (first.get("role") == "assistant" and not first.get("tool_calls"))
+        return not any(conversation.is_output(i) for i in range(unit[0], unit[1] + 1))
+
+    def is_users(unit: tuple[int, int]) -> bool:
+        return unit[0] == unit[1] and conversation.is_users(unit[0])
 
     if names_limit is None:
         names_limit = budget.share(policy.digest.names_share)
@@ -394,21 +450,23 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
     overhead = fixed_tokens + counter.message(header or {}, generated=True) + state_tokens + names_limit
     shown_total = sum(shown(i) for i in range(count))
     digest_total = sum(counter.cached_text(line) + 1 for line in lines)
+    dropped_total = sum(counter.cached_text(item) + 2 for item in dropped)
     target = budget.target
 
     def total() -> int:
-        return overhead + shown_total + min(digest_total, digest_limit)
+        return overhead + shown_total + min(digest_total, digest_limit) + dropped_total
 
     def remove(unit: tuple[int, int]) -> None:
         nonlocal removed_through, shown_total, digest_total
-        shown_total -= sum(shown(i) for i in range(unit[0], unit[1] + 1) if i not in pinned)
+        stays = {i for i in range(unit[0], unit[1] + 1) if i in pinned or conversation.is_users(i)}
+        shown_total -= sum(shown(i) for i in range(unit[0], unit[1] + 1) if i not in stays)
         for index in range(unit[0], unit[1] + 1):
-            if index in pinned:
+            if index in stays:
                 kept.add(index)
             else:
                 kept.discard(index)
         removed_through = max(removed_through, unit[1])
-        for line in digest_lines(conversation, unit, policy) if unit[0] not in pinned else ():
+        for line in digest_lines(conversation, unit, policy, counter.cached_text) if unit[0] not in stays else ():
             lines.append(line)
             digest_total += counter.cached_text(line) + 1
 
@@ -416,6 +474,7 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
         nonlocal masked_through, shown_total
         before = sum(shown(i) for i in range(unit[0], unit[1] + 1))
         masked_through = max(masked_through, unit[1])
+        pastes.update(i for i in range(unit[0], unit[1] + 1) if i not in pinned and is_paste(conversation, i, policy))
         shown_total += sum(shown(i) for i in range(unit[0], unit[1] + 1)) - before
 
     older = [unit for unit in units if after_task < unit[0] and unit[1] < recent_start]
@@ -430,11 +489,12 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
             removed_through = unit[1]
         else:
             remove(unit)
-    # Phase 2: the kept dialogue leaves too, oldest first (pinned user turns stay).
+    # Phase 2: the assistant's replies in the kept dialogue leave too, oldest first (the user's words stay).
     for unit in older:
         if total() <= target:
             break
-        if unit[1] <= removed_through and is_dialogue(unit) and unit[0] in kept and unit[0] not in pinned:
+        if unit[1] <= removed_through and is_dialogue(unit) and not is_users(unit) and unit[0] in kept \
+                and unit[0] not in pinned:
             remove(unit)
     # Phase 3: recent units give way, oldest first, the newest unit always kept.
     for unit in recent[:-1]:
@@ -444,17 +504,26 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
     for unit in recent[:-1]:
         if total() <= target:
             break
-        if removed_through < unit[0]:
+        # not removed yet, or dialogue an earlier compaction kept that has since become recent
+        if removed_through < unit[0] or (unit[0] in kept and unit[0] not in pinned and not is_users(unit)):
             remove(unit)
+    # Phase 4: only when the user's messages alone pass the budget do the oldest of them leave, said plainly.
+    for unit in units:
+        if total() <= budget.limit:
+            break
+        if is_users(unit) and after_task < unit[0] <= removed_through and unit[0] in kept and unit[0] not in pinned \
+                and unit != units[-1]:
+            shown_total -= shown(unit[0])
+            kept.discard(unit[0])
+            item = f"turn {unit[0]} [ref:{conversation.refs[unit[0]]}]"
+            dropped.append(item)
+            dropped_total += counter.cached_text(item) + 2
     lines.sort(key=_line_turn)
-    # Fold the oldest digest lines into a count when the digest passes its quota.
-    line_tokens = [counter.cached_text(line) + 1 for line in lines]
-    while lines and sum(line_tokens) > digest_limit:
-        line_tokens.pop(0)
-        folded_failed += " -> error:" in lines.pop(0)
-        folded_steps += 1
+    lines, folded, failed = fold_digest(lines, digest_limit, counter.cached_text)
+    folded_steps += folded
+    folded_failed += failed
     removed = {i for i in range(after_task + 1, removed_through + 1) if i not in kept}
-    index = names_index(conversation, removed, masked_through, policy, counter, names_limit)
+    index = names_index(conversation, removed, masked_through, policy, counter, names_limit, pastes)
     hashes = conversation.hashes
     return Epoch(
         tip=count - 1,
@@ -471,8 +540,53 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
         summary=previous.summary if previous else "",
         summary_through=previous.summary_through if previous else -1,
         summary_hash=previous.summary_hash if previous else "",
+        pastes=tuple(sorted(pastes)),
+        dropped_users=tuple(dropped),
         reason=reason,
     )
+
+
+def tool_turns(conversation: Conversation, units: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The units with each text-based action joined to its observation: an assistant message without tool
+    calls followed by an observation sent in the user role is one tool turn, as a call and its result are."""
+    if not any(conversation.observed):
+        return units
+    merged: list[tuple[int, int]] = []
+    for unit in units:
+        if merged and conversation.is_observation(unit[0]) and \
+                conversation.messages[merged[-1][1]].get("role") == "assistant":
+            merged[-1] = (merged[-1][0], unit[1])
+        else:
+            merged.append(unit)
+    return merged
+
+
+def fold_digest(lines: list[str], limit: int, count: Callable[[str], int]) -> tuple[list[str], int, int]:
+    """The digest within `limit` tokens: the oldest tool-call lines fold into a count first, the assistant's
+    prose last (its conclusions are worth more than what its old calls were). Returns (lines, steps folded,
+    failed ones among them)."""
+    costs = [count(line) + 1 for line in lines]
+    total = sum(costs)
+    if total <= limit:
+        return lines, 0, 0
+    gone: set[int] = set()
+    folded = failed = 0
+    for prose_pass in (False, True):
+        for position, line in enumerate(lines):
+            if total <= limit:
+                break
+            if _is_prose_line(line) != prose_pass:
+                continue
+            gone.add(position)
+            total -= costs[position]
+            folded += 1
+            failed += " -> error:" in line
+    return [line for position, line in enumerate(lines) if position not in gone], folded, failed
+
+
+def _is_prose_line(line: str) -> bool:
+    parts = line.split(" ", 4)
+    return len(parts) > 3 and parts[3] in ("assistant:", "user:")
 
 
 def _line_turn(line: str) -> int:
@@ -482,7 +596,7 @@ def _line_turn(line: str) -> int:
 
 
 def names_index(conversation: Conversation, removed: set[int], masked_through: int, policy: Policy,
-                counter: TokenCounter, limit: int) -> tuple[str, ...]:
+                counter: TokenCounter, limit: int, pastes: Sequence[int] = ()) -> tuple[str, ...]:
     """Names of the messages an epoch elides (removed turns, masked or excerpted outputs) that no message shown
     verbatim carries, most recently seen first, within `limit` tokens. Content leaves; its names stay in view."""
     if limit <= 0 or not conversation.names:
@@ -493,7 +607,7 @@ def names_index(conversation: Conversation, removed: set[int], masked_through: i
     last_seen: dict[str, int] = {}
     for index, message in enumerate(messages):
         names = conversation.names[index]
-        if _elided(conversation, index, removed, masked_through, policy) and (task is None or index > task):
+        if _elided(conversation, index, removed, masked_through, policy, pastes) and (task is None or index > task):
             for name in names:
                 last_seen[name] = index
         else:
@@ -513,18 +627,31 @@ def digest_quota(policy: Policy, budget: Budget) -> int:
     return min(policy.digest.max_tokens, budget.share(policy.digest.max_share))
 
 
-def digest_lines(conversation: Conversation, unit: tuple[int, int], policy: Policy) -> list[str]:
-    """What a removed unit did, in one line per tool call (with outcome) or per message of text."""
+def digest_lines(conversation: Conversation, unit: tuple[int, int], policy: Policy,
+                 count: Callable[[str], int]) -> list[str]:
+    """What a removed unit said and did: the assistant's own prose (whole up to digest.prose_tokens, else cut,
+    with its ref), then one line per tool call with its outcome (a text-based agent's command block counts as a
+    call, its observation as the result)."""
     rules = policy.digest
     messages = conversation.messages
     first = messages[unit[0]]
     role = first.get("role")
-    lines: list[str] = []
+    ref = conversation.refs[unit[0]]
     text = message_text(first)
     calls = first.get("tool_calls") or []
+    command = action_command(first) if role == "assistant" and not calls and unit[1] > unit[0] else None
+    prose = prose_of(text) if command is not None else text
+    lines: list[str] = []
+    if prose.strip():
+        whole = role == "assistant" and count(prose) <= rules.prose_tokens
+        shown = flat(prose) if whole else one_line(prose, rules.text_chars)
+        lines.append(f"- turn {unit[0]} {role}: {shown} [ref:{ref}]")
+    if command is not None:
+        result = unit[0] + 1
+        gist = one_line(conversation.gists[result], rules.gist_chars)
+        lines.append(f"- turn {unit[0]} bash {one_line(command, rules.arguments_chars)} -> "
+                     f"{conversation.outcomes[result] or 'ok'}: {gist} [ref:{conversation.refs[result]}]")
     if role != "assistant" or not calls:
-        if text.strip():
-            lines.append(f"- turn {unit[0]} {role}: {one_line(text, rules.text_chars)} [ref:{conversation.refs[unit[0]]}]")
         return lines
     results = {messages[i].get("tool_call_id"): i for i in range(unit[0] + 1, unit[1] + 1)}
     for call in calls:
@@ -541,10 +668,11 @@ def digest_lines(conversation: Conversation, unit: tuple[int, int], policy: Poli
 
 
 def _shown_tokens(conversation: Conversation, index: int, policy: Policy, counter: TokenCounter,
-                  excerpt: Excerpt, masked: bool) -> int:
-    message = conversation.messages[index]
+                  excerpt: Excerpt, masked: bool, paste: bool = False) -> int:
     tokens = conversation.tokens[index]
-    if not is_tool_result(message):
+    if paste:
+        return counter.message(excerpted(conversation, index, policy, excerpt), generated=True)
+    if not conversation.is_output(index):
         return tokens
     if masked:
         return counter.message(placeholder(conversation, index, policy), generated=True)

@@ -12,9 +12,12 @@ from typing import Any
 from proxy.hashing import chain, ref_of
 from proxy.ingest import extract_at
 from proxy.messages import message_text
+from proxy.policy import Policy
 from proxy.state import TaskState
 from proxy.tokens import TokenCounter
-from proxy.workingset import WORKSET_TAG, Pairing, first_user
+from proxy.workingset import DROPPED_USERS, WORKSET_TAG, Pairing, first_user
+
+OBSERVATIONS = Policy().observation_matcher  # the default rules: which user messages are tool observations
 
 
 def flat(text: str) -> str:
@@ -34,7 +37,8 @@ class PathState:
         task = first_user(messages)
         for offset, digest in enumerate(hashes):
             index = self.seen + offset
-            self.state.apply(extract_at(messages, index, ref_of(digest), task).extraction)
+            observed = OBSERVATIONS.is_observation(messages, index, task)
+            self.state.apply(extract_at(messages, index, ref_of(digest), task, observed).extraction)
         self.seen = len(messages)
         return self.state
 
@@ -87,9 +91,16 @@ def violations(sent: list[dict[str, Any]], request: list[dict[str, Any]], state:
     for message in request:
         if message.get("role") in ("system", "developer") and message not in sent:
             problems.append("a system message was not forwarded verbatim")
-    users = [m for m in request if m.get("role") == "user"]
-    if users and (users[0] not in sent or users[-1] not in sent):
+    task = first_user(request)
+    users = [i for i, m in enumerate(request) if m.get("role") == "user"
+             and not OBSERVATIONS.is_observation(request, i, task)]
+    if users and (request[users[0]] not in sent or request[users[-1]] not in sent):
         problems.append("the task or the latest user turn was not forwarded verbatim")
+    said = "\n".join(message_text(m) for m in sent if message_text(m).startswith(WORKSET_TAG))
+    left_out = said.split(DROPPED_USERS, 1)[1] if DROPPED_USERS in said else ""
+    for index in users:
+        if request[index] not in sent and f"turn {index} [ref:" not in left_out:
+            problems.append(f"the user's message at {index} was neither forwarded nor named as left out")
     text = flat(" ".join(shown_text(m) for m in sent))
     for fact in state.constraints:
         if flat(fact.value) not in text:

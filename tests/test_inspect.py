@@ -279,7 +279,7 @@ def test_cli_inspect_never_writes_the_store(proxy, fake, tmp_path) -> None:
     proxy.flush()
     before = rows(proxy.store_path)
     tiny = tmp_path / "tiny.yaml"  # a budget this small compacts the next call: a checkpoint, on the copy only
-    tiny.write_text(json.dumps({"name": "tiny", "recent_turns": 2, "budget": {"max_input_tokens": 1500}}))
+    tiny.write_text(json.dumps({"name": "tiny", "recent_turns": 2, "budget": {"max_input_tokens": 1000}}))
     inspected = workset("inspect", session, "--config", str(proxy.config_path), "--policy", str(tiny))
     assert inspected.returncode == 0, inspected.stderr
     assert "policy tiny" in inspected.stdout and "this call compacts" in inspected.stdout

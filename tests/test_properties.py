@@ -36,8 +36,13 @@ def conversations(draw: Any) -> tuple[list[dict[str, Any]], list[int]]:
     calls_at: list[int] = [len(messages)]
     reuse_ids = draw(st.booleans())
     for turn in range(draw(st.integers(1, 28))):
-        kind = draw(st.sampled_from(["tools", "tools", "tools", "user", "plan"]))
-        if kind == "user":
+        kind = draw(st.sampled_from(["tools", "tools", "tools", "user", "plan", "text"]))
+        if kind == "text":  # a text-based agent's action, its output sent back in the user role
+            messages.append({"role": "assistant", "content": f"{draw(words)}\n```bash\n{draw(words)}\n```"})
+            size = draw(st.sampled_from([1, 30, 200, 1500]))
+            messages.append({"role": "user", "content": "<returncode>0</returncode>\n<output>\n"
+                             + " ".join(draw(st.sampled_from(WORDS)) for _ in range(size)) + "\n</output>"})
+        elif kind == "user":
             messages.append({"role": "assistant", "content": draw(words)})
             extra = draw(st.sampled_from(CONSTRAINTS)) if draw(st.booleans()) else ""
             messages.append({"role": "user", "content": f"{draw(words)} {extra}".strip()})

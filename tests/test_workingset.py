@@ -113,11 +113,15 @@ def test_compaction_masks_old_outputs_removes_oldest_turns_and_reaches_target() 
     assert "## Earlier steps" in result.messages[2]["content"]
     # the newest turns are verbatim
     assert result.messages[-6:] == messages[-6:]
-    # the oldest turns left; the newest of them are named in the digest with outcome and ref, older ones counted
+    # the oldest turns left; the digest keeps the agent's own words of every one of them (with refs), and folds
+    # the oldest tool-call lines into a count first
     assert messages[2] not in result.messages
     digest = result.messages[2]["content"]
-    last_removed = epoch.removed_through
-    assert f"[ref:{conv.refs[last_removed]}]" in digest and "-> ok: exit 0" in digest
+    newest = max(i for i in epoch.removed(1) if messages[i]["role"] == "assistant")
+    assert f"- turn {newest} assistant: {messages[newest]['content']} [ref:{conv.refs[newest]}]" in digest
+    lines = [line for line in digest.splitlines() if line.startswith("- turn ")]
+    prose = [line for line in lines if " assistant: " in line]
+    assert len(prose) > len(lines) - len(prose), "tool-call lines fold before the agent's prose"
     assert f"({epoch.folded_steps} earlier steps folded" in digest and epoch.folded_steps > 0
 
 
