@@ -26,11 +26,15 @@ test: install
 bench: install
 	$(BIN)/python -m bench.latency
 
-# Every preset and the baselines on the shared traces. tau-dev runs under a 5,000-token budget: small enough to
+# Every preset and the baselines on the shared traces. tau-dev runs under a 5,500-token budget: small enough to
 # force compaction on its longer runs (its 14 tool definitions alone take 1,366 tokens, the policy prompt 1,252).
+# Then the built-in probe scenarios (proxy/evaluate/scenarios), and swe-dev as a text-based agent sends it
+# (observations as user messages), the default policy only, to keep the whole run within about 15 minutes.
 eval: install
 	$(BIN)/workset eval $(TRACES)/swe-dev.jsonl.gz --baselines --parts --json docs/eval-swe-dev.json --plot docs/eval-swe-dev.png
 	$(BIN)/workset eval $(TRACES)/tau-dev.jsonl.gz --baselines --parts --budget 5500 --json docs/eval-tau-dev.json --plot docs/eval-tau-dev.png
+	$(BIN)/workset eval scenarios --baselines --json docs/eval-scenarios.json --plot docs/eval-scenarios.png
+	$(BIN)/workset eval $(TRACES)/swe-dev.jsonl.gz --text-agent --baselines --policy default --json docs/eval-swe-dev-text.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -14,7 +14,8 @@ pytestmark = [pytest.mark.traces, requires_traces]
 
 FIELDS = {"policy", "traces", "turns", "cum_tokens", "reduction", "peak_tokens", "cached_cost", "cached_cost_vs_none",
           "prefix_reuse", "next_step_recall", "probe_recall", "constraint_recall", "pairing_violations",
-          "over_budget", "compactions", "ms_per_turn"}
+          "over_budget", "compactions", "ms_per_turn", "tokens_vs_none", "probes_kept", "probes_checked",
+          "probes_by_kind", "probes_missed", "probe_turn_tokens", "probe_turn_tokens_vs_none", "parts"}
 
 
 def test_eval_command_writes_table_json_and_plot(tmp_path: Path) -> None:
@@ -31,5 +32,9 @@ def test_eval_command_writes_table_json_and_plot(tmp_path: Path) -> None:
     for row in data["rows"]:
         assert FIELDS <= set(row), FIELDS - set(row)
         assert row["traces"] == 3 and row["pairing_violations"] == 0
+    # tau-dev compacts at 5,000: the default policy's state is measured, forwarding everything has none
+    rows = {row["policy"]: row for row in data["rows"]}
+    assert rows["none"]["parts"] == {} and rows["default"]["parts"]["state"]["max"] > 0
+    assert "| state tok mean/max | digest tok | names tok |" in result.stdout
     assert data["config"]["budget"] == 5000
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,19 +1,23 @@
-"""`workset eval TRACES... [--policy NAME_OR_PATH ...] [--baselines] [--limit N] [--json PATH] [--plot PATH.png]`"""
+"""`workset eval TRACES... [--policy NAME_OR_PATH ...] [--baselines] [--limit N] [--json PATH] [--plot PATH.png]
+[--text-agent] [--show-missed]`; the word `scenarios` as a trace argument (when no such file exists) replays the
+built-in probe scenarios (proxy.evaluate.scenarios)."""
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import importlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import orjson
 
 from ..cli import load_settings
-from ..policy import load_policies
+from ..policy import Policy, load_policies
 from ..tokens import TokenCounter
-from .report import markdown_table, plot, write_json
+from .metrics import probe_checks
+from .report import has_probe_checks, markdown_table, missed_lines, plot, probe_table, write_json
 from .run import Evaluation, MessageTokens, agent_turns, evaluate
 from .strategies import (
     ForwardAll,
@@ -26,11 +30,17 @@ from .strategies import (
     policy_engine,
     with_budget,
 )
+from ..workingset import first_user
+from .textagent import to_text_agent
+
+SCENARIOS = "scenarios"  # the trace argument that names the built-in scenarios
 
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser("eval", help="replay agent traces through the policies and baselines, and measure")
-    parser.add_argument("traces", nargs="+", help="trace files (gzipped JSON lines: id, tools, messages, probes)")
+    parser.add_argument("traces", nargs="+",
+                        help="trace files (gzipped JSON lines: id, tools, messages, probes), or `scenarios` for the "
+                             "built-in probe scenarios")
     parser.add_argument("--policy", action="append", default=[],
                         help="a preset name or YAML path; repeat for several (default: every preset)")
     parser.add_argument("--baselines", action="store_true", help="also run truncate and mask (none always runs)")
@@ -48,7 +58,57 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--parts", action="store_true",
                         help="also run the default policy with one part changed at a time (no names index, no "
                              "retrieval, no phase compaction, a summariser: the local fake model)")
+    parser.add_argument("--text-agent", action="store_true",
+                        help="replay each trace as a text-based agent sends it (commands as fenced blocks, their "
+                             "output as user messages, no tools); the dataset is named NAME-text")
+    parser.add_argument("--show-missed", action="store_true",
+                        help="list the probe checks each strategy missed on stderr (trace, check, kind, why)")
     parser.set_defaults(handler=main)
+
+
+def builtin_scenarios() -> list[dict[str, Any]]:
+    """The scenarios shipped with workset (proxy/evaluate/scenarios); SystemExit when this install has none."""
+    package = f"{__package__}.{SCENARIOS}"
+    try:
+        scenarios = importlib.import_module(package)
+    except ModuleNotFoundError as error:
+        if error.name != package:  # a module the scenarios need is missing: that is their bug, shown as is
+            raise
+        raise SystemExit("workset eval scenarios: this install has no built-in scenarios "
+                         "(proxy/evaluate/scenarios is missing); give trace files instead") from error
+    load = getattr(scenarios, "load", None)
+    if not callable(load):  # e.g. a folder without its __init__.py yet
+        raise SystemExit(f"workset eval scenarios: {package} has no load() returning the scenario traces")
+    return list(load())
+
+
+def load_dataset(argument: str, limit: int | None, text_agent: bool) -> tuple[str, list[dict[str, Any]]]:
+    """A trace argument's dataset name and traces: a file, or the built-in scenarios. SystemExit when a trace's
+    probe checks cannot be scored (before any replay starts)."""
+    path = Path(argument)
+    if argument == SCENARIOS and not path.exists():
+        name, traces = SCENARIOS, builtin_scenarios()[:limit]
+    else:
+        name, traces = path.name.split(".")[0], load_trace_file(path, limit)
+    for trace in traces:
+        try:
+            probe_checks(trace)
+        except ValueError as error:
+            raise SystemExit(f"workset eval {argument}: {error}") from error
+    if text_agent:
+        return f"{name}-text", [to_text_agent(trace) for trace in traces]
+    return name, [with_observations(trace) for trace in traces]
+
+
+def with_observations(trace: dict[str, Any]) -> dict[str, Any]:
+    """The trace with `observations` (user messages that are command output) marked as workset's default rules
+    see them, when it does not say: a text-based agent's run scores and masks its observations as tool output."""
+    if "observations" in trace:
+        return trace
+    messages = trace["messages"]
+    matcher, task = Policy().observation_matcher, first_user(messages)
+    found = [index for index in range(len(messages)) if matcher.is_observation(messages, index, task)]
+    return {**trace, "observations": found} if found else trace
 
 
 def load_trace_file(path: Path, limit: int | None) -> list[dict[str, Any]]:
@@ -63,7 +123,8 @@ def load_trace_file(path: Path, limit: int | None) -> list[dict[str, Any]]:
     return traces
 
 
-def build_strategies(args: argparse.Namespace, counter: TokenCounter, tokens_of: MessageTokens) -> list[Strategy]:
+def build_strategies(args: argparse.Namespace, counter: TokenCounter, tokens_of: MessageTokens,
+                     traces: Sequence[dict[str, Any]] = ()) -> list[Strategy]:
     config, presets = load_settings(args.config if Path(args.config).is_file() else None)
     chosen = load_policies(Path(config.policies_dir), tuple(args.policy)) if args.policy else presets
     names = list(dict.fromkeys(args.policy)) if args.policy else sorted(set(p.name for p in chosen.values()))
@@ -75,7 +136,9 @@ def build_strategies(args: argparse.Namespace, counter: TokenCounter, tokens_of:
     baseline_budget = args.budget or engine.budget_tokens(args.model, default)
     strategies: list[Strategy] = [ForwardAll(baseline_budget)]
     if args.baselines:
-        strategies += [Truncate(baseline_budget, counter, tokens_of), Mask(args.mask_keep, baseline_budget)]
+        observations = {trace["id"]: frozenset(trace["observations"]) for trace in traces if trace.get("observations")}
+        strategies += [Truncate(baseline_budget, counter, tokens_of),
+                       Mask(args.mask_keep, baseline_budget, observations)]
     strategies += [PolicyStrategy(policy, engine, args.model, summarize=fake_summary)
                    for policy in policies.values()]
     return strategies
@@ -87,10 +150,9 @@ def main(args: argparse.Namespace) -> int:
     counter = TokenCounter()
     tokens_of = MessageTokens(counter)
     datasets: dict[str, Evaluation] = {}
-    for path in map(Path, args.traces):
-        traces = load_trace_file(path, args.limit)
-        strategies = build_strategies(args, counter, tokens_of)
-        name = path.name.split(".")[0]
+    for argument in args.traces:
+        name, traces = load_dataset(argument, args.limit, args.text_agent)
+        strategies = build_strategies(args, counter, tokens_of, traces)
         total = sum(len(agent_turns(trace["messages"])) for trace in traces)
         with tqdm(total=total, desc=name, unit="turn", file=sys.stderr, leave=False, disable=None) as bar:
             evaluation = evaluate(traces, strategies, counter, args.cache_read_price, progress=bar.update,
@@ -99,6 +161,12 @@ def main(args: argparse.Namespace) -> int:
         budgets = ", ".join(f"{s.name} {s.budget:,}" for s in strategies)
         print(f"\n### {name}: {len(traces)} traces, {total} turns (budgets: {budgets})\n")
         print(markdown_table(evaluation.rows))
+        if has_probe_checks(evaluation.rows):
+            print(f"\nProbe checks kept, by kind, and tokens forwarded ({name}):\n")
+            print(probe_table(evaluation.rows))
+        if args.show_missed:
+            for line in missed_lines(name, evaluation.rows):
+                print(line, file=sys.stderr)
     settings = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()
                 if key != "handler"}
     if args.json:

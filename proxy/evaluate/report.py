@@ -4,32 +4,87 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import orjson
 
+from .metrics import PROBE_KINDS
 from .run import Evaluation, Row
 
-COLUMNS = [
-    ("policy", "strategy", "{}"), ("turns", "turns", "{}"), ("budget", "budget", "{}"),
-    ("reduction", "token reduction", "{:.1%}"), ("cached_cost_vs_none", "cached cost vs none", "{:.3f}"),
-    ("prefix_reuse", "prefix reuse", "{:.1%}"), ("next_step_recall", "next-step recall", "{:.3f}"),
-    ("probe_recall", "probe recall", "{:.3f}"), ("constraint_recall", "constraint recall", "{:.3f}"),
-    ("peak_tokens", "median peak", "{:,.0f}"), ("pairing_violations", "pairing errors", "{}"),
-    ("over_budget", "over budget", "{}"), ("compactions", "prefix rewrites", "{}"), ("ms_per_turn", "ms/turn", "{:.2f}"),
+Column = tuple[str, Callable[[Row], str]]  # title, the cell of a row
+
+
+def field_cell(key: str, fmt: str) -> Callable[[Row], str]:
+    """A row's field, formatted; n/a when it has no value."""
+    def cell(row: Row) -> str:
+        value = getattr(row, key)
+        return "n/a" if value is None else fmt.format(value)
+
+    return cell
+
+
+def fraction(pair: Sequence[int]) -> str:
+    return f"{pair[0]}/{pair[1]}" if pair[1] else "-"
+
+
+def part_size(part: str) -> Callable[[Row], str]:
+    """Mean and max tokens of one part over the requests that carry it."""
+    def cell(row: Row) -> str:
+        sizes = row.parts.get(part)
+        return f"{sizes['mean']:,.0f}/{sizes['max']:,.0f}" if sizes else "-"
+
+    return cell
+
+
+COLUMNS: list[Column] = [
+    ("strategy", field_cell("policy", "{}")), ("turns", field_cell("turns", "{}")), ("budget", field_cell("budget", "{}")),
+    ("token reduction", field_cell("reduction", "{:.1%}")),
+    ("cached cost vs none", field_cell("cached_cost_vs_none", "{:.3f}")),
+    ("prefix reuse", field_cell("prefix_reuse", "{:.1%}")), ("next-step recall", field_cell("next_step_recall", "{:.3f}")),
+    ("probe recall", field_cell("probe_recall", "{:.3f}")),
+    ("probes kept", lambda row: fraction((row.probes_kept, row.probes_checked))),
+    ("constraint recall", field_cell("constraint_recall", "{:.3f}")),
+    ("median peak", field_cell("peak_tokens", "{:,.0f}")), ("pairing errors", field_cell("pairing_violations", "{}")),
+    ("over budget", field_cell("over_budget", "{}")), ("prefix rewrites", field_cell("compactions", "{}")),
+    ("state tok mean/max", part_size("state")), ("digest tok", part_size("digest")),
+    ("names tok", part_size("names")), ("ms/turn", field_cell("ms_per_turn", "{:.2f}")),
 ]
 
 
-def markdown_table(rows: Sequence[Row]) -> str:
-    lines = ["| " + " | ".join(title for _, title, _ in COLUMNS) + " |",
-             "|" + "|".join(" --- " for _ in COLUMNS) + "|"]
-    for row in rows:
-        cells = []
-        for key, _, fmt in COLUMNS:
-            value = getattr(row, key)
-            cells.append("n/a" if value is None else fmt.format(value))
-        lines.append("| " + " | ".join(cells) + " |")
+def markdown_table(rows: Sequence[Row], columns: Sequence[Column] = COLUMNS) -> str:
+    lines = ["| " + " | ".join(title for title, _ in columns) + " |",
+             "|" + "|".join(" --- " for _ in columns) + "|"]
+    lines += ["| " + " | ".join(cell(row) for _, cell in columns) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def has_probe_checks(rows: Sequence[Row]) -> bool:
+    return any(row.probes_checked for row in rows)
+
+
+def probe_table(rows: Sequence[Row]) -> str:
+    """Probe checks kept by kind, beside the tokens forwarded at the probe turns and over all turns."""
+    seen = {kind for row in rows for kind in row.probes_by_kind}
+    kinds = [kind for kind in PROBE_KINDS if kind in seen] + sorted(seen - set(PROBE_KINDS))
+    columns: list[Column] = [
+        ("strategy", field_cell("policy", "{}")),
+        ("probes kept", lambda row: fraction((row.probes_kept, row.probes_checked))),
+        *[(kind, by_kind(kind)) for kind in kinds],
+        ("tokens at probe turns", field_cell("probe_turn_tokens", "{:,}")),
+        ("vs none", field_cell("probe_turn_tokens_vs_none", "{:.3f}")),
+        ("tokens over all turns", field_cell("cum_tokens", "{:,}")), ("vs none", field_cell("tokens_vs_none", "{:.3f}")),
+    ]
+    return markdown_table(rows, columns)
+
+
+def by_kind(kind: str) -> Callable[[Row], str]:
+    return lambda row: fraction(row.probes_by_kind.get(kind, (0, 0)))
+
+
+def missed_lines(name: str, rows: Sequence[Row]) -> list[str]:
+    """One tab-separated line per probe check a strategy missed: dataset, strategy, trace, check, kind, why."""
+    return ["\t".join(("missed", name, row.policy, item["trace"], item["check"], item["kind"], item["why"]))
+            for row in rows for item in row.probes_missed]
 
 
 def write_json(path: Path, datasets: dict[str, Evaluation], config: dict[str, Any]) -> None:
@@ -39,7 +94,7 @@ def write_json(path: Path, datasets: dict[str, Evaluation], config: dict[str, An
 
 def plot(path: Path, datasets: dict[str, Evaluation]) -> None:
     """Per dataset: tokens forwarded per turn of its longest trace (one line per strategy), and cached cost
-    against next-step recall (one point per strategy)."""
+    against next-step recall, or against probes kept where the dataset has probe checks (one point per strategy)."""
     try:
         import matplotlib
 
@@ -62,17 +117,22 @@ def plot(path: Path, datasets: dict[str, Evaluation]) -> None:
         turns_axis.set_xlabel("message index of the agent's next action")
         turns_axis.set_ylabel("input tokens")
         turns_axis.legend(fontsize=8)
+        probes = has_probe_checks(evaluation.rows)  # with probe checks, they are the measure of what was kept
+        measure = "probes kept (share of probe checks)" if probes else "next-step entity recall"
         points: dict[tuple[float, float], list[str]] = {}
         for row in evaluation.rows:
-            recall = row.next_step_recall if row.next_step_recall is not None else 0.0
+            if probes:
+                recall = row.probes_kept / row.probes_checked if row.probes_checked else 0.0
+            else:
+                recall = row.next_step_recall if row.next_step_recall is not None else 0.0
             points.setdefault((round(row.cached_cost_vs_none, 3), round(recall, 4)), []).append(row.policy)
         for number, ((cost, recall), names) in enumerate(points.items()):  # one label per spot
             cost_axis.scatter(cost, recall, s=40, color=colors.get(names[0]))
             cost_axis.annotate(" = ".join(names), (cost, recall), fontsize=7, color=colors.get(names[0]),
                                xytext=(5, 10 - 11 * (number % 3)), textcoords="offset points")
-        cost_axis.set_title(f"{name}: cost with prompt caching vs next-step recall", fontsize=9)
+        cost_axis.set_title(f"{name}: cost with prompt caching vs {measure.split(' (')[0]}", fontsize=9)
         cost_axis.set_xlabel("cached cost relative to forwarding everything")
-        cost_axis.set_ylabel("next-step entity recall")
+        cost_axis.set_ylabel(measure)
         cost_axis.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=110)

@@ -2,7 +2,8 @@
 
 For each trace and each assistant message at index t >= 2 (the real agent's next action), the input is
 messages[:t] with the trace's tools, in one session per trace and strategy, in order, exactly as the proxy
-would receive them.
+would receive them. A trace may carry `observations` (indices of user messages that are command output, see
+textagent.py) and `probes.checks` (see metrics.ProbeCheck).
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from ..records import CONSTRAINT, Message
 from ..tokens import TokenCounter
 from ..workingset import STATE_PREFIX, Pairing, first_user
 from .metrics import (
+    ProbeCheck,
     cached_cost,
     flat,
-    forwarded_text,
     identifiers,
     leading_identical,
+    message_texts,
+    part_tokens,
+    probe_checks,
     probe_turns,
     probe_values,
     readable_text,
@@ -52,6 +56,15 @@ class Row:
     over_budget: int = 0
     compactions: int = 0
     ms_per_turn: float = 0.0
+    tokens_vs_none: float | None = None  # cum_tokens as a share of forwarding everything
+    probes_kept: int = 0  # probe checks (trace probes.checks) kept, of probes_checked
+    probes_checked: int = 0
+    probes_by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [kept, checked]
+    probes_missed: list[dict[str, str]] = field(default_factory=list)  # {trace, check, kind, why}
+    probe_turn_tokens: int = 0  # tokens forwarded at the turns that carry probe checks
+    probe_turn_tokens_vs_none: float | None = None
+    # tokens of workset's state, digest, names index... over the requests that carry each: {mean, max, requests}
+    parts: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -67,6 +80,10 @@ class _Tally:
     recall: list[float] = field(default_factory=list)
     probes: list[int] = field(default_factory=lambda: [0, 0])
     constraints: list[int] = field(default_factory=lambda: [0, 0])
+    checks: dict[str, list[int]] = field(default_factory=dict)  # kind -> [kept, checked]
+    missed: list[dict[str, str]] = field(default_factory=list)
+    probe_tokens: int = 0
+    parts: dict[str, list[int]] = field(default_factory=dict)  # part -> [sum, requests, max]
     pairing: int = 0
     over: int = 0
     compactions: int = 0
@@ -148,6 +165,10 @@ def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], c
                 tally.over += total > (forwarded.budget or strategy.budget)
                 tally.pairing += not Pairing().feed(sent).complete
                 checks.score(sent, tally)
+                tally.probe_tokens += total if checks.probe_checks else 0
+                for part, tokens in part_tokens(sent, counter.cached_text).items():
+                    held = tally.parts.setdefault(part, [0, 0, 0])
+                    held[0], held[1], held[2] = held[0] + tokens, held[1] + 1, max(held[2], tokens)
                 previous[strategy.name] = sent
                 records[strategy.name].append(TurnRecord(trace["id"], t, total))
             progress(1)
@@ -159,7 +180,10 @@ def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], c
     for row in rows:
         if reference is not None and reference.cum_tokens:
             row.reduction = round(1 - row.cum_tokens / reference.cum_tokens, 4)
+            row.tokens_vs_none = round(row.cum_tokens / reference.cum_tokens, 4)
             row.cached_cost_vs_none = round(row.cached_cost / reference.cached_cost, 4)
+        if reference is not None and reference.probe_turn_tokens:
+            row.probe_turn_tokens_vs_none = round(row.probe_turn_tokens / reference.probe_turn_tokens, 4)
     return Evaluation(rows, records)
 
 
@@ -185,6 +209,12 @@ def _row(strategy: Strategy, tally: _Tally) -> Row:
         probe_recall=share(tally.probes), constraint_recall=share(tally.constraints),
         pairing_violations=tally.pairing, over_budget=tally.over, compactions=tally.compactions,
         ms_per_turn=round(tally.seconds * 1000 / tally.turns, 3) if tally.turns else 0.0,
+        probes_kept=sum(kept for kept, _ in tally.checks.values()),
+        probes_checked=sum(checked for _, checked in tally.checks.values()),
+        probes_by_kind={kind: list(pair) for kind, pair in sorted(tally.checks.items())},
+        probes_missed=tally.missed, probe_turn_tokens=tally.probe_tokens,
+        parts={part: {"mean": round(total / requests, 1), "max": peak, "requests": requests}
+               for part, (total, requests, peak) in sorted(tally.parts.items())},
     )
 
 
@@ -192,7 +222,9 @@ class _TraceExpectations:
     """What must be in view at each turn of one trace, independent of any strategy."""
 
     def __init__(self, trace: dict[str, Any]) -> None:
+        self.trace_id = str(trace["id"])
         self.messages: list[Message] = trace["messages"]
+        self.observations = frozenset(trace.get("observations") or ())  # command output, not the user's words
         self.head_text = "\n".join(readable_text(m) for m in self.messages[:2])
         self.history: list[str] = []  # texts of messages[2:t]
         self.seen_upto = 2
@@ -201,20 +233,24 @@ class _TraceExpectations:
         self.task = first_user(self.messages)
         probes = (trace.get("probes") or {}).get("expected_actions") or []
         self.probes = probe_turns(self.messages, probe_values(probes)) if probes else {}
+        self.checks: dict[int, list[ProbeCheck]] = {}
+        for check in probe_checks(trace):
+            self.checks.setdefault(check.turn, []).append(check)
 
     def at(self, t: int) -> _TurnChecks:
         for index in range(self.seen_upto, t):
             self.history.append(readable_text(self.messages[index]))
         self.seen_upto = max(self.seen_upto, t)
         for index in range(self.constraints_upto, t):
-            if self.messages[index].get("role") == "user":
+            if self.messages[index].get("role") == "user" and index not in self.observations:
                 extraction = extract_at(self.messages, index, "", self.task).extraction
                 self.constraints.extend(f.value for f in extraction.facts if f.kind == CONSTRAINT)
         self.constraints_upto = max(self.constraints_upto, t)
         used = identifiers(readable_text(self.messages[t]))
         wanted = sorted(item for item in used
                         if item not in self.head_text and any(item in text for text in self.history))
-        return _TurnChecks(wanted, list(dict.fromkeys(self.constraints)), self.probes.get(t, []))
+        return _TurnChecks(wanted, list(dict.fromkeys(self.constraints)), self.probes.get(t, []),
+                           self.checks.get(t, []), self.trace_id)
 
 
 @dataclass
@@ -222,11 +258,21 @@ class _TurnChecks:
     identifiers: list[str]
     constraints: list[str]
     probes: list[str]
+    probe_checks: list[ProbeCheck]
+    trace_id: str
 
     def score(self, sent: list[Message], tally: _Tally) -> None:
-        if not (self.identifiers or self.constraints or self.probes):
+        if not (self.identifiers or self.constraints or self.probes or self.probe_checks):
             return
-        text = forwarded_text(sent)
+        texts = message_texts(sent)
+        text = "\n".join(texts)
+        for check in self.probe_checks:
+            kept = check.kept_in(texts)
+            counts = tally.checks.setdefault(check.kind, [0, 0])
+            counts[0] += kept
+            counts[1] += 1
+            if not kept:
+                tally.missed.append({"trace": self.trace_id, "check": check.id, "kind": check.kind, "why": check.why})
         if self.identifiers:
             tally.recall.append(sum(1 for item in self.identifiers if item in text) / len(self.identifiers))
         if self.probes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Collection, Mapping, Protocol
 
 from ..config import Config
 from ..engine import Engine
@@ -92,16 +92,19 @@ class Truncate:
 
 class Mask:
     """`mask`: observation masking ("The Complexity Trap", 2025): tool outputs older than the newest `keep`
-    become a one-line placeholder, recomputed every turn."""
+    become a one-line placeholder, recomputed every turn. `observations` gives, per trace id, the indices of user
+    messages that are command output (a text agent's trace): they are masked like tool outputs."""
 
     name = "mask"
 
-    def __init__(self, keep: int, budget: int) -> None:
+    def __init__(self, keep: int, budget: int, observations: Mapping[str, Collection[int]] | None = None) -> None:
         self.keep = keep
         self.budget = budget
+        self.observations = observations or {}
 
     def forward(self, trace_id: str, messages: list[Message], tools: list[Any] | None) -> Forwarded:
-        outputs = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
+        observed = self.observations.get(trace_id, ())
+        outputs = [i for i, m in enumerate(messages) if m.get("role") == "tool" or i in observed]
         hidden = set(outputs[: max(0, len(outputs) - self.keep)])
         return Forwarded([{**m, "content": MASK_PLACEHOLDER} if i in hidden else m for i, m in enumerate(messages)])
 
