@@ -230,3 +230,48 @@ def test_json_facts_are_capped() -> None:
 def test_scalar_json_and_plain_text_outputs_are_not_json_fields() -> None:
     assert tool_facts("255.0", "calculate") == {}
     assert tool_facts("Transfer successful", "transfer_to_human_agents") == {}
+
+
+# ---- what is not a key fact: series, log lines, tables ----------------------------------------------------------
+
+
+def test_a_numeric_series_is_one_labelled_summary() -> None:
+    weeks = [{"week": f"2026-W{n:02d}", "rate": round(6.91 + 0.03 * n, 2)} for n in range(1, 13)]
+    data = {"pair": "USD/CNY", "rates": weeks, "closes": [7.12, 7.2, 7.08, 7.15, 7.11, 7.19], "bounds": [6.9, 7.3]}
+    assert tool_facts(json.dumps(data), "get_rates") == {
+        "get_rates.pair": "USD/CNY",
+        "get_rates.rates": "12 points, week 2026-W01–2026-W12, rate 6.94–7.27",
+        "get_rates.closes": "6 points, 7.08–7.2",
+        "get_rates.bounds": "6.9, 7.3",
+    }
+
+
+def test_a_series_keyed_by_dates_is_one_labelled_summary() -> None:
+    days = {f"2026-01-{d:02d}": {"CNY": round(7.1 + d / 100, 2), "EUR": 0.92} for d in range(5, 12)}
+    assert tool_facts(json.dumps({"base": "USD", "rates": days}), "timeseries") == {
+        "timeseries.base": "USD",
+        "timeseries.rates": "7 points, 2026-01-05–2026-01-11, CNY 7.15–7.21, EUR 0.92",
+    }
+
+
+def test_records_with_text_fields_are_not_a_series() -> None:
+    quotes = [{"supplier": f"Supplier {c}", "price": 14.4, "moq": 500} for c in "ABCDEF"]
+    fields = tool_facts(json.dumps({"quotes": quotes}), "quotes")
+    assert fields["quotes.quotes[5].supplier"] == "Supplier F" and fields["quotes.quotes[5].moq"] == "500"
+
+
+def test_log_lines_and_text_tables_give_no_facts() -> None:
+    output = (
+        "2026-03-02 10:44:24,120 INFO fetched lanes from /srv/lanes/batch_7.csv in 350 ms\n"
+        "[10:44:25] retry 2 for PO-2231\n"
+        "DEBUG:urllib3.connectionpool:https://api.example.com:443 \"GET /v1/rates HTTP/1.1\" 200 512\n"
+        "          rate       std       min       25%       50%\n"
+        "count  12.0000  12.00000  12.00000  12.00000  12.00000\n"
+        "| Supplier | Unit price | Carton |\n|---|---|---|\n| C | $0.48 | 30 pcs |\n"
+        "+------+-------+\n"
+        "Status: confirmed\nOrder PO-4410 ships 2026-03-09, total $1,250.00 to ops@example.com\n"
+    )
+    assert sorted(kinds(output)) == sorted([
+        (FIELD, "status"), (IDENTIFIER, "PO-4410"), (DATE, "2026-03-09"), (AMOUNT, "$1250.00"),
+        (IDENTIFIER, "ops@example.com"),
+    ])

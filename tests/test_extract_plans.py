@@ -8,6 +8,7 @@ from traces import load_traces, requires_traces
 
 from proxy.extract import extract
 from proxy.records import DECISION, PLAN, MessageContext
+from proxy.state import TaskState
 
 
 def plan(message: dict, index: int = 6) -> list[tuple[str, str]]:
@@ -134,3 +135,82 @@ def test_swe_decision_sentence() -> None:
     assert ("i think the fix is to not use get_order_dir for recursively processed items", DECISION) in [
         (f.key, f.kind) for f in facts
     ]
+
+
+# ---- labelled open items, TBC items and closing lines ---------------------------------------------------------
+
+
+def test_labelled_open_items_inline_and_enumerated() -> None:
+    assert plan(assistant("Next: lanes 121–240")) == [("lanes 121–240", "pending")]
+    assert plan(assistant("Open items: (1) freight for supplier C, and (2) supplier F's carton size TBC")) == [
+        ("freight for supplier c", "pending"),
+        ("supplier f's carton size tbc", "pending"),
+    ]
+    assert plan(assistant("**TODO:** confirm freight; recheck MOQ")) == [
+        ("confirm freight", "pending"),
+        ("recheck moq", "pending"),
+    ]
+    assert plan(assistant("Still to do: call supplier H (see note b) for the MOQ")) == [
+        ("call supplier h (see note b) for the moq", "pending"),  # "b)" alone is no enumeration
+    ]
+
+
+def test_labelled_open_items_in_chinese() -> None:
+    assert plan(assistant("待办：(1) 确认C的运费 (2) F的箱规")) == [("确认c的运费", "pending"), ("f的箱规", "pending")]
+    assert plan(assistant("下一步：抓取第121–240条航线")) == [("抓取第121–240条航线", "pending")]
+    assert plan(assistant("待确认：供应商F的箱规")) == [("供应商f的箱规", "pending")]
+
+
+def test_the_list_under_a_label_line() -> None:
+    text = "Remaining:\n- freight for C\n- ✅ MOQ for H\n\nThe rest is settled.\n- not an item"
+    assert plan(assistant(text)) == [("freight for c", "pending"), ("moq for h", "completed")]
+
+
+def test_items_to_be_confirmed_anywhere() -> None:
+    text = "Quotes are in.\n- Supplier F carton size: TBC\n\nFreight for C is TBD, so I left it out. 运费待定。"
+    assert plan(assistant(text)) == [
+        ("supplier f carton size: tbc", "pending"),
+        ("freight for c is tbd, so i left it out", "pending"),
+        ("运费待定", "pending"),
+    ]
+
+
+def test_a_closing_line_completes_the_item_it_names() -> None:
+    state = TaskState()
+    for index, text in enumerate(["Next: lanes 121–240", "Next: lanes 241–360", "Lanes 121–240 done."]):
+        state.apply(extract(assistant(text), MessageContext(index=index)))
+    assert [f.key for f in state.pending] == ["lanes 241–360"]
+    assert plan(assistant("✅ lanes 241–360")) == [("lanes 241–360", "completed")]
+    assert plan(assistant("已完成：第121–240条航线")) == [("第121–240条航线", "completed")]
+
+
+def test_narration_that_ends_in_done_closes_nothing() -> None:
+    text = (
+        "I'm done. All done. Our fix is complete. The booking has been successfully completed. "
+        "I think my fix is done. Let me check if the migration is done."
+    )
+    assert plan(assistant(text)) == []
+
+
+def test_labels_inside_a_line() -> None:
+    assert plan(assistant("Lanes 1–120 done (hazmat lanes skipped). Next: lanes 121–240. Starting now.")) == [
+        ("lanes 1–120", "completed"),
+        ("lanes 121–240", "pending"),
+    ]
+    text = "Decision: full refund. Open item: delay compensation for HAT091 — after the refund. Computing it."
+    assert plan(assistant(text)) == [("delay compensation for hat091 — after the refund", "pending")]
+    text = "F leaves the packing open — open item: supplier F's carton size TBC; I'll ask them later."
+    assert plan(assistant(text)) == [("supplier f's carton size tbc", "pending")]
+
+
+def test_labels_of_a_text_based_agent() -> None:
+    text = "THOUGHT: Open items: (1) previous_run() has the same pattern; (2) a CHANGELOG entry. Let me check (1)."
+    assert plan(assistant(text)) == [("previous_run() has the same pattern", "pending"), ("a changelog entry", "pending")]
+    assert plan(assistant("THOUGHT: All done. Submitting.")) == []
+
+
+def test_chinese_labels_inside_a_line_and_under_a_heading() -> None:
+    text = "只找到其中 9 个。待办：(1) 37 个 SKU 查不到，需要运营确认；(2) webhook 签名密钥还没有。先看文档。"
+    assert plan(assistant(text)) == [("37 个 sku 查不到，需要运营确认", "pending"), ("webhook 签名密钥还没有", "pending")]
+    text = "由于还有待确认事项，暂不做最终推荐。\n\n## 待确认\n1. 供应商 F 的装箱数\n2. K 的报价 7 月 15 日到期\n\n## 口径"
+    assert plan(assistant(text)) == [("供应商 f 的装箱数", "pending"), ("k 的报价 7 月 15 日到期", "pending")]

@@ -21,6 +21,8 @@ from proxy.records import (
     CONSTRAINT,
     DECISION,
     FACT_KINDS,
+    FAILURE,
+    FINDING,
     PLAN,
     VERIFICATION,
     Extraction,
@@ -64,7 +66,7 @@ def check(extraction: Extraction, message: Message, context: MessageContext) -> 
             assert fact.value in ("pending", "completed")
         if fact.kind == VERIFICATION:
             assert fact.value in ("passed", "failed")
-        if fact.kind in (CONSTRAINT, DECISION):
+        if fact.kind in (CONSTRAINT, DECISION) or (fact.kind in (FAILURE, FINDING) and fact.source == "assistant"):
             # As written: the working-set invariants look for constraints in what is forwarded.
             assert flat(fact.value) in flat(message_text(message)), fact.value
     keys = [(f.kind, f.key) for f in extraction.facts]
@@ -108,6 +110,8 @@ def test_trace_totals() -> None:
     assert found[(APPROVAL, "granted")] >= 150
     assert found[(APPROVAL, "denied")] == 0  # no user in these traces refuses a confirmed action
     assert found[(CONSTRAINT, "")] >= 35
+    assert found[(FINDING, "")] >= 30  # totals and price differences the agent works out
+    assert found[(FAILURE, "")] >= 10  # "the flight HAT030 ... is not available for the upgrade"
 
 
 def test_odd_messages_never_raise() -> None:

@@ -4,10 +4,11 @@ Pure functions, no model and no I/O: the same message and context always give th
 same order. `extract` dispatches by role:
 
 - user: constraints, an answer to a pending approval, checklist items, key facts;
-- assistant: an approval request, plan items (checklists, announced numbered plans, todo-tool calls),
-  decisions, key facts of its text and of its tool-call arguments;
-- tool / function: the action (outcome and gist), a verification state for test runs, key facts (JSON fields
-  of a JSON output, otherwise entities and `key: value` lines);
+- assistant: an approval request, plan items (checklists, announced numbered plans, todo-tool calls, labelled
+  open items), its conclusions (decisions, failures and limits it learned, figures and conclusions it derived),
+  key facts of its text and of its tool-call arguments;
+- tool / function: the action (outcome and gist), a verification state for test runs, a rate limit or refusal
+  an HTTP response shows, key facts (JSON fields of a JSON output, otherwise entities and `key: value` lines);
 - system / developer and unknown roles: nothing (they are pinned and forwarded verbatim).
 """
 
@@ -18,7 +19,9 @@ from ..records import (
     APPROVAL,
     CONSTRAINT,
     DECISION,
+    FAILURE,
     FIELD,
+    FINDING,
     PLAN,
     VERIFICATION,
     Action,
@@ -32,7 +35,8 @@ from .actions import tool_action, tool_output_gist, verification
 from .approvals import REQUESTED, approval_answer, approval_subject
 from .constraints import constraints
 from .facts import argument_root, entities, head_and_tail, json_facts, parse_json, snippet, string_leaves, text_facts
-from .plans import decisions, plan_items
+from .conclusions import decisions, failures, findings, http_failures, prose_sentences
+from .plans import plan_items
 
 __all__ = ["extract", "tool_output_gist"]
 
@@ -105,7 +109,10 @@ def _assistant(text: str, calls: list[ToolCall]) -> list[_Triple]:
     if subject is not None:
         triples.append((APPROVAL, subject, REQUESTED))
     triples += [(PLAN, key, status) for key, status in plan_items(text, calls, "assistant")]
-    triples += [(DECISION, key, value) for key, value in decisions(text)]
+    said = prose_sentences(text) if text else []
+    triples += [(DECISION, key, value) for key, value in decisions(said)]
+    triples += [(FAILURE, key, value) for key, value in failures(said)]
+    triples += [(FINDING, key, value) for key, value in findings(text)]
     if text:
         triples += text_facts(head_and_tail(text))
     triples += _argument_facts(calls)
@@ -132,6 +139,7 @@ def _tool(text: str, data: object, call: ToolCall | None, action: Action) -> lis
     checked = verification(call, text, action.outcome)
     if checked is not None:
         triples.append((VERIFICATION, checked[0], checked[1]))
+    triples += [(FAILURE, key, value) for key, value in http_failures(text, data, call)]
     if data is not None:
         named = argument_root(call.arguments) if call else ""  # the object the call asked about, if it names one
         fields = json_facts(data, named or action.tool, named_root=bool(named))

@@ -1,5 +1,5 @@
 """Key facts: entities in free text (amounts, quantities, dates, ids, paths, URLs), `key: value` lines, and the
-scalar fields of JSON tool outputs.
+scalar fields of JSON tool outputs. Log lines, text tables and numeric series are not key facts (see noise.py).
 
 Keys decide supersession (a later fact with the same kind and key replaces an earlier one), so they are built
 to be stable: an entity's key is its normalized spelling, a JSON field's key is qualified by the identifier of
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from ..records import AMOUNT, DATE, FIELD, IDENTIFIER, PATH, QUANTITY, URL
+from .noise import series_summary, without_noise_lines
 from .text import clip, collapse, fenced_spans, looks_like_code, normalize, spans, strip_markup
 
 MAX_TEXT_FACTS = 60  # per message, free text: the first ones in text order are kept
@@ -330,9 +331,11 @@ def head_and_tail(text: str, head: int = MAX_SCAN_HEAD_CHARS, tail: int = MAX_SC
 
 
 def text_facts(text: str, limit: int = MAX_TEXT_FACTS) -> list[tuple[str, str, str]]:
-    """(kind, key, value) facts of free text in text order: `key: value` lines and entities, deduplicated."""
+    """(kind, key, value) facts of free text in text order: `key: value` lines and entities, deduplicated; log
+    lines and text-table rows give none."""
     if "<" in text:
         text = _WRAPPER_LINE.sub("", text)
+    text = without_noise_lines(text)
     found: list[tuple[int, str, str, str]] = list(_key_values(text, limit))
     found.extend((e.start, e.kind, e.key, snippet(text, e.start, e.end)) for e in entities(text, limit))
     found.sort(key=lambda f: f[0])
@@ -494,7 +497,13 @@ def _walk(
     `anchored` is True under a named object."""
     if len(out) >= limit or depth > MAX_JSON_DEPTH:
         return
-    if isinstance(value, dict):
+    summary = series_summary(value) if isinstance(value, (list, dict)) else None
+    if summary is not None:  # a series of numbers is one labelled fact, not a fact per number
+        key = clip(path, MAX_KEY_CHARS) or "series"
+        if key not in seen:
+            seen.add(key)
+            out.append((key, clip(summary, MAX_VALUE_CHARS)))
+    elif isinstance(value, dict):
         own = identifier(value) if named else None
         if own is None:
             base = path

@@ -1,4 +1,8 @@
-"""Plan items (checklists, announced numbered plans, todo-tool calls) and decisions from assistant text."""
+"""Plan items: checklists, announced numbered plans, todo-tool calls, and in assistant text labelled open items
+("Next: lanes 121–240", "Open items: (1) … (2) …", "TODO: …", "待办：…"), items still to be confirmed ("TBC", "待定")
+and the lines that close one ("lanes 121–240 done", "✅ lanes 121–240").
+
+An item's key is its normalized text, so a later mention closes an item only when it names the same item."""
 
 from __future__ import annotations
 
@@ -7,16 +11,13 @@ from typing import Any
 
 from ..records import ToolCall
 from .facts import parse_json
-from .text import clip, cut, looks_like_code, normalize, prose_lines, sentences, strip_markup, trim, units
+from .text import clip, normalize, prose_lines, sentences, strip_markup, strip_speaker, trim
 
 PENDING = "pending"
 COMPLETED = "completed"
 MAX_PLAN_ITEMS = 40  # per message
 MAX_ITEM_CHARS = 200
-MAX_DECISIONS = 3  # per message: decisions are few; more is narration
-MAX_DECISION_CHARS = 240
 MAX_PLAN_SCAN_CHARS = 20_000  # plans are read from the start of a message
-MAX_DECISION_SCAN_CHARS = 8_000  # decisions too: a longer message is mostly pasted output
 
 _CHECKBOX = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])?\s*\[(?P<mark>[ xX✓✔]?)\]\s+(?P<text>\S.*)$")
 _BOXES = ("[ ]", "[x]", "[X]", "[]", "[✓]", "[✔]")
@@ -45,16 +46,59 @@ _TODO_TOOL = re.compile(
 _TODO_LIST_KEYS = ("todos", "items", "plan", "tasks", "steps", "todo", "checklist")
 _TODO_TEXT_KEYS = ("content", "step", "title", "task", "description", "text", "name", "activeForm")
 _DONE_STATUSES = frozenset({"completed", "complete", "done", "finished", "cancelled", "canceled", "skipped"})
-_DECISION = re.compile(
-    r"\b(?:i(?:'|’)ll use|i will use|i(?:'|’)ll go with|i will go with|we(?:'|’)ll use|we will use|we will go with|"
-    r"we(?:'|’)ll go with|i(?:'|’)ve decided|i decided|i have decided|we decided|we(?:'|’)ve decided|decision:|"
-    r"the fix is to|the solution is to|the right fix is|i(?:'|’)m going to use|let(?:'|’)s go with|i chose|we chose|"
-    r"i(?:'|’)ll choose|going with)(?!\w)",
+# Labels of open work: the text after one ("Next: lanes 121–240") or the list under one are pending items.
+_LABELS = (
+    r"(?:next(?: steps?)?|open(?: (?:items?|questions?|points?|issues?))?|to-?dos?|still to do|"
+    r"remaining(?: (?:items|work|steps|tasks))?|outstanding(?: items)?|follow-?ups?|"
+    r"待办(?:事项)?|下一步|待确认|待定事项|未完成(?:事项)?|遗留问题)"
+)
+# A label starts a line (after a list marker or "THOUGHT:") or a sentence, or follows a dash or a semicolon.
+_PENDING_LABEL = re.compile(
+    r"(?:^|(?<=[.!?;:—]\s)|(?<=[。！？；]))\s{0,3}(?:(?:[-*+•]|\d{1,3}[.)])\s+)?(?:\*\*)?"
+    rf"(?P<label>{_LABELS})(?:\*\*)?\s?[:：](?:\*\*)?\s*",
     re.I,
 )
-
-# Every decision pattern holds one of these: a cheap test before the slow scan.
-_DECISION_WORDS = ("use", "go with", "going with", "decid", "decision", "fix is", "solution is", "chose", "choose")
+_LABEL_HEADING = re.compile(rf"^\s{{0,3}}#{{1,6}}\s+(?:\*\*)?{_LABELS}(?:\*\*)?\s?[:：]?\s*$", re.I)
+_LABEL_WORDS = (
+    "next", "open", "todo", "to-do", "to do", "remaining", "outstanding", "follow", "待办", "下一步", "待确认",
+    "待定", "未完成", "遗留",
+)  # fmt: skip
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|\(\d{1,3}\)|[a-z][.)])\s+\S")
+# An inline enumerator: "(1) ", "2) ", "(b) ", "①"; only a run numbered from one counts (see `_label_items`).
+_ENUMERATOR = re.compile(
+    r"(?<![^\s:;,：；，。、—])(?:[(（](?P<p>\d{1,2}|[a-z])[)）]|(?P<b>\d{1,2}|[a-z])[)）])\s*|(?P<c>[①-⑳])\s*"
+)
+_ITEM_SEPARATOR = re.compile(r"\s*[;；]\s*")
+_ITEM_TAIL_PUNCTUATION = ",，、;；"
+_ITEM_TAIL_WORDS = (" and", " or", "以及", "和")
+# What follows a label's items in the same sentence is the agent's narration, not another item.
+_NARRATION_STARTS = ("i'll", "i’ll", "i will", "i ", "we'll", "we’ll", "we will", "let me", "let's", "let’s",
+                     "then ", "我", "先", "然后", "再")
+_TO_CONFIRM = re.compile(r"\b(?:TBC|TBD|TBA)\b|待定|待确认(?!事项|的|项)|待核实")
+_TO_CONFIRM_WORDS = ("TBC", "TBD", "TBA", "待定", "待确认", "待核实")
+# "lanes 121–240 done", "Done: lanes 121–240", "lanes 121–240 已完成"; a note in brackets may follow.
+_CLOSED = re.compile(
+    r"^(?P<a>.{2,80}?)\s?(?:[:：—–-]\s?)?(?:(?:is|are|now|all) )?(?:done|completed|finished)"
+    r"(?:\s?[(（][^()（）\n]{0,60}[)）])?[.!。！]?$"
+    r"|^(?:done|completed|finished)\s?[:：]\s?(?P<b>.{2,80})$"
+    r"|^(?P<c>.{2,40}?)\s?(?:已完成|已经完成|完成了|已搞定)[。！.]?$"
+    r"|^(?:已完成|完成)\s?[:：]\s?(?P<d>.{2,80})$",
+    re.I,
+)
+_CLOSED_WORDS = ("done", "complete", "finished", "完成", "搞定")
+MAX_CLOSING_CHARS = 100  # a longer sentence that ends in "done" is narration, not a closing line
+MAX_CLOSING_WORDS = 8
+# Closing lines name an item: "I'm done", "all done", "our fix is done", "the booking has been successfully
+# completed" name none (narration starts with these words, or has a verb of its own).
+_NOT_ITEM_START = frozenset(
+    "i i'm i’m we we're we’re you it this that all everything so now let let's or actually however but and then "
+    "our my there there's looks seems".split()
+)
+_NOT_ITEM_WORDS = frozenset(
+    "is are was were be been being has have had should would will can could think need needs check looks seems "
+    "if whether not successfully already".split()
+)
+_DONE_LEAD = ("✅", "✔", "☑")
 
 
 def _item(text: str) -> tuple[str, str] | None:
@@ -170,6 +214,130 @@ def _todo_item(entry: Any) -> tuple[str, str] | None:
     return (clip(key, MAX_ITEM_CHARS), COMPLETED if done else PENDING) if key else None
 
 
+def labelled_items(text: str) -> list[tuple[str, str]]:
+    """Open work an assistant names in prose: the text after a label ("Next: lanes 121–240", "TODO: …",
+    "下一步：…"), split into items when it enumerates them ("Open items: (1) … (2) …") or separates them with
+    semicolons; the list right under a label line with nothing after its colon, or under a label heading
+    ("## 待确认"); items marked TBC / TBD / 待定 anywhere; and lines that close an item ("lanes 121–240 done",
+    "✅ lanes 121–240")."""
+    lowered = text.lower()
+    labelled = any(word in lowered for word in _LABEL_WORDS)
+    to_confirm = any(word in text for word in _TO_CONFIRM_WORDS)
+    closing = any(word in lowered for word in _CLOSED_WORDS) or any(mark in text for mark in _DONE_LEAD)
+    if not (labelled or to_confirm or closing):
+        return []
+    items: list[tuple[str, str] | None] = []
+    under_label = False  # inside the list under a label line or heading
+    for line in prose_lines(text):
+        if len(items) >= MAX_PLAN_ITEMS:
+            break
+        line = strip_speaker(line)
+        if not line.strip():
+            under_label = False
+            continue
+        if labelled and _LABEL_HEADING.match(line):
+            under_label = True
+            continue
+        if under_label and _LIST_ITEM.match(line):
+            items.append(_item(line.strip()))
+            continue
+        under_label = False
+        if _CHECKBOX.match(line):
+            continue  # checklists are read by checklist_items
+        label = _PENDING_LABEL.search(line) if labelled else None
+        if label is None:
+            items.extend(_unlabelled_items(line, to_confirm, closing))
+            continue
+        rest = line[label.end():].strip()
+        under_label = not rest
+        own, after = _label_items(rest)
+        items.extend(_unlabelled_items(line[: label.start()], to_confirm, closing))
+        items.extend(_pending(part) for part in own)
+        items.extend(_unlabelled_items(" ".join(after), to_confirm, closing))
+    return [item for item in items if item is not None]
+
+
+def _unlabelled_items(text: str, to_confirm: bool, closing: bool) -> list[tuple[str, str] | None]:
+    """Items of text outside a label: those marked TBC, else those a closing line completes."""
+    if not text.strip():
+        return []
+    if to_confirm and _TO_CONFIRM.search(text):
+        return _to_confirm_items(text)
+    return _closed_items(text.strip()) if closing else []
+
+
+def _pending(text: str) -> tuple[str, str] | None:
+    item = _item(text)
+    return (item[0], PENDING) if item is not None else None
+
+
+def _label_items(rest: str) -> tuple[list[str], list[str]]:
+    """The items of a label's text, and the sentences after them. "(1) a (2) b" or "1) a; 2) b" is split at a run
+    of enumerators numbered from one (the last item ends with its sentence); otherwise the label's sentence is
+    split at semicolons, leaving out the agent's narration ("…; I'll ask them")."""
+    if not rest:
+        return [], []
+    marks: list[re.Match[str]] = []
+    for match in _ENUMERATOR.finditer(rest):
+        if _enumerator_number(match) == len(marks) + 1:
+            marks.append(match)
+    if len(marks) >= 2:
+        ends = [m.start() for m in marks[1:]] + [len(rest)]
+        parts = [rest[m.end(): end] for m, end in zip(marks, ends)]
+        last = sentences(parts[-1].strip()) or [""]
+        parts[-1], after = last[0], last[1:]
+    else:
+        said = sentences(rest) or [""]
+        parts = [part for part in _ITEM_SEPARATOR.split(said[0])
+                 if not part.strip().lower().startswith(_NARRATION_STARTS)]
+        after = said[1:]
+    return [cleaned for cleaned in (_without_joiner(part) for part in parts) if cleaned], after
+
+
+def _without_joiner(part: str) -> str:
+    """An enumerated item without what joins it to the next one: "freight for C, and" -> "freight for C"."""
+    part = part.strip().rstrip(_ITEM_TAIL_PUNCTUATION).rstrip()
+    for word in _ITEM_TAIL_WORDS:
+        if part.lower().endswith(word):
+            part = part[: -len(word)].rstrip().rstrip(_ITEM_TAIL_PUNCTUATION).rstrip()
+            break
+    return part
+
+
+def _enumerator_number(match: re.Match[str]) -> int:
+    mark = match.group("p") or match.group("b")
+    if mark is None:
+        return ord(match.group("c")) - ord("①") + 1
+    return int(mark) if mark.isdigit() else ord(mark) - ord("a") + 1
+
+
+def _to_confirm_items(line: str) -> list[tuple[str, str] | None]:
+    """A list item marked TBC is that item; in prose, the sentence that says TBC is."""
+    if _LIST_ITEM.match(line):
+        return [_pending(line)]
+    return [_pending(trim(sentence)) for sentence in sentences(line.strip()) if _TO_CONFIRM.search(sentence)]
+
+
+def _closed_items(line: str) -> list[tuple[str, str] | None]:
+    """Items a line closes: "✅ lanes 121–240", or a short sentence "lanes 121–240 done" / "Done: lanes 121–240"."""
+    if line.startswith(_DONE_LEAD):
+        return [_item(line)]
+    closed: list[tuple[str, str] | None] = []
+    for sentence in sentences(strip_markup(line)):
+        if len(sentence) > MAX_CLOSING_CHARS:
+            continue
+        match = _CLOSED.match(sentence.strip())
+        if match is None:
+            continue
+        text = next(group for group in match.groups() if group is not None)
+        item = _item(text)
+        words = item[0].split() if item is not None else []
+        if (item is not None and len(words) <= MAX_CLOSING_WORDS and words[0] not in _NOT_ITEM_START
+                and not _NOT_ITEM_WORDS.intersection(words)):
+            closed.append((item[0], COMPLETED))
+    return closed
+
+
 def plan_items(text: str, calls: list[ToolCall], role: str) -> list[tuple[str, str]]:
     """All plan items of a message, deduplicated by key (first wins), at most MAX_PLAN_ITEMS."""
     text = text[:MAX_PLAN_SCAN_CHARS]
@@ -177,6 +345,7 @@ def plan_items(text: str, calls: list[ToolCall], role: str) -> list[tuple[str, s
     if role == "assistant":
         found += todo_items(calls)
         found += numbered_plan_items(text)
+        found += labelled_items(text)
     seen: set[str] = set()
     unique: list[tuple[str, str]] = []
     for key, status in found:
@@ -184,27 +353,3 @@ def plan_items(text: str, calls: list[ToolCall], role: str) -> list[tuple[str, s
             seen.add(key)
             unique.append((key, status))
     return unique[:MAX_PLAN_ITEMS]
-
-
-def decisions(text: str) -> list[tuple[str, str]]:
-    """(key, sentence) for sentences that state a decision ("I'll use X", "the fix is to ...")."""
-    text = text[:MAX_DECISION_SCAN_CHARS]
-    lowered = text.lower()
-    if not any(word in lowered for word in _DECISION_WORDS) or not _DECISION.search(text):
-        return []
-    found: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for unit in units(text):
-        if not _DECISION.search(unit):
-            continue
-        for sentence in sentences(unit):
-            if len(found) >= MAX_DECISIONS:
-                return found
-            if not _DECISION.search(sentence) or sentence.rstrip().endswith(("?", "？")) or looks_like_code(sentence):
-                continue
-            value = cut(trim(sentence), MAX_DECISION_CHARS)
-            key = normalize(value)
-            if key and key not in seen:
-                seen.add(key)
-                found.append((key, value))
-    return found

@@ -18,6 +18,8 @@ _EDGE_TAGS = re.compile(r"^(?:\s*</?[A-Za-z][\w-]*>)+|(?:</?[A-Za-z][\w-]*>\s*)+
 # A list marker at the start of a line: "- ", "* ", "• ", "1. ", "2) ".
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 _FENCE = re.compile(r"^[ \t]*(?:```|~~~)", re.M)
+# Text-based agents (mini-swe-agent, SWE-agent) start their prose with "THOUGHT:" or "DISCUSSION".
+_SPEAKER = re.compile(r"[ \t]*(?:THOUGHT|Thought|DISCUSSION|Discussion)[ \t]?:?[ \t]+")
 _HEADING = re.compile(r"^\s*#{1,6}\s")
 
 # Lines that are code or machine output rather than prose.
@@ -90,12 +92,18 @@ def clip_middle(text: str, limit: int) -> str:
     return text[:head].rstrip() + " … " + text[len(text) - tail :].lstrip()
 
 
+def strip_speaker(line: str) -> str:
+    """The line without a leading "THOUGHT:" / "DISCUSSION" tag of a text-based agent."""
+    match = _SPEAKER.match(line)
+    return line[match.end():] if match else line
+
+
 def trim(sentence: str) -> str:
-    """The sentence as written, without a leading list marker or XML-ish tags at its ends.
+    """The sentence as written, without a leading list marker or speaker tag, or XML-ish tags at its ends.
 
     What remains is a substring of the source (up to whitespace), so it can be found again in what is forwarded.
     """
-    sentence = _BULLET.sub("", sentence, count=1)
+    sentence = _BULLET.sub("", strip_speaker(sentence), count=1)
     return _EDGE_TAGS.sub("", sentence).strip()
 
 
@@ -109,8 +117,9 @@ def cut(text: str, limit: int) -> str:
 
 
 def strip_markup(line: str) -> str:
-    """A line as a person reads it: list marker, bold markers, XML-ish tags and heading hashes removed."""
-    line = _BULLET.sub("", line, count=1)
+    """A line as a person reads it: speaker tag, list marker, bold markers, XML-ish tags and heading hashes
+    removed."""
+    line = _BULLET.sub("", strip_speaker(line), count=1)
     line = _TAG.sub("", line)
     line = _MARKUP.sub("", line)
     return line.strip().lstrip("#").strip()

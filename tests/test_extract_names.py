@@ -1,0 +1,76 @@
+"""Names: `names` (the next-step recall metric's definition) finds what the NAME pattern finds, in linear time;
+`index_names` (the index of elided turns) keeps identifiers and paths, not bare numbers, dates or hex fragments."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.extract.names import MIN_LENGTH, NAME, _run_names, index_names, message_names, names
+
+_NAME_CHARS = "aAbZz09_./-:é١xT "
+
+
+def reference_names(text: str) -> set[str]:
+    """The metric's definition as first written: NAME over each whitespace-free chunk (quadratic on long runs)."""
+    return {m for chunk in text.split() for m in NAME.findall(chunk) if len(m) >= MIN_LENGTH}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=_NAME_CHARS, max_size=120))
+def test_names_are_what_name_finds(text: str) -> None:
+    assert names(text) == reference_names(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=_NAME_CHARS.replace(" ", "") + "(", min_size=1, max_size=80))
+def test_the_one_pass_scan_finds_what_name_finds_in_a_run(text: str) -> None:
+    """`_run_names` serves long runs only; here it is checked on short ones, against NAME itself."""
+    padded = f"({text}("
+    for start, end in _runs(padded):
+        assert _run_names(padded, start, end) == NAME.findall(padded, start, end + 1), padded
+
+
+def _runs(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in re.finditer(r"[\w./-]+", text)]
+
+
+def test_names_on_long_runs() -> None:
+    text = ("x" * 40 + "/mod_" + "a" * 30 + ".py ") + "HAT136" + "A" * 30 + " " + "9" * 50 + " HAT136:" + " getHTTPResponseCode"
+    assert names(text) == reference_names(text)
+
+
+def test_hostile_input_runs() -> None:
+    """Each took from 10 s to several minutes before the one-pass scan; now well under a second."""
+    for text in ("A" * 40_000, "ACGT" * 25_000, "[" * 100_000, "." * 100_000, "a" * 100_000, "a" + "/" * 100_000,
+                 "Aa1" * 33_000, ("A" * 33 + " ") * 3_000):
+        assert isinstance(names(text), set) and isinstance(index_names(text), set)
+
+
+def test_the_index_keeps_identifiers_and_paths() -> None:
+    text = (
+        "Booked HAT136 for mia_li_3668 under PO-2231 (lane_121, INC-20931-B); see src/app/rates.py and "
+        "proxy.extract.names; codes E402 and ABC123; getRates."
+    )
+    assert index_names(text) == {
+        "HAT136", "mia_li_3668", "PO-2231", "lane_121", "INC-20931-B", "src/app/rates.py", "proxy.extract.names",
+        "E402", "ABC123", "getRates",
+    }
+
+
+def test_the_index_drops_numbers_dates_and_hex_fragments() -> None:
+    text = (
+        "At 2024-05-14T10:44:24 (20240514T104424Z) lanes 121–240 took 1204 ms; 05/20/2024 and 2024/05/20, "
+        "12,340.50 EUR, 100644, 1_000_000, fragment 3F2A and 1A2B3C."
+    )
+    assert index_names(text) == set()
+    assert {"1204", "100644", "05/20/2024", "1_000_000"} <= names(text)  # the metric still counts them
+
+
+def test_message_names_read_the_tool_call_arguments() -> None:
+    message = {"role": "assistant", "content": "Fetching 2024-05-20.", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "get", "arguments": '{"id": "ZFA04Y", "n": 4096}'}},
+    ]}  # fmt: skip
+    assert message_names(message, "Fetching 2024-05-20.") == ("ZFA04Y",)
