@@ -63,3 +63,21 @@ def test_tau_booking_confirmation_requested_then_granted() -> None:
 def test_tau_cancellation_of_a_named_reservation() -> None:
     messages = next(t for t in load_traces("tau-dev") if t["id"] == "tau-airline/task31/trial1")["messages"]
     assert approvals("assistant", messages[20]["content"], index=20) == [("cancel: D1EW9B", "requested")]
+
+
+def test_an_approval_status_in_a_tool_output_is_an_approval_with_its_id() -> None:
+    from proxy.extract import extract
+    from proxy.records import APPROVAL, MessageContext, ToolCall
+
+    output = ("HTTP/1.1 201 Created\nContent-Type: application/json\nX-Request-Id: 1e2ccd4e\n\n"
+              '{"scope_request": {"id": "SRQ-7F3K-2291", "status": "pending_owner_approval", "scopes": ["write"]}}')
+    call = ToolCall("c1", "http_request", '{"method": "POST", "url": "https://x.example/v2/oauth/scope_requests"}')
+    facts = extract({"role": "tool", "tool_call_id": "c1", "content": output},
+                    MessageContext(index=5, ref="r1", call=call)).facts
+    approvals = [(f.key, f.value, f.evidence_ref) for f in facts if f.kind == APPROVAL]
+    assert approvals == [("scope_request SRQ-7F3K-2291", "pending_owner_approval", "r1")]
+    # the body after the headers is read as JSON: its fields are facts of the object
+    assert any(f.key == "SRQ-7F3K-2291.status" for f in facts)
+    plain = extract({"role": "tool", "tool_call_id": "c1", "content": '{"id": "A-1", "status": "shipped"}'},
+                    MessageContext(index=5, ref="r1", call=call)).facts
+    assert not [f for f in plain if f.kind == APPROVAL]

@@ -32,9 +32,20 @@ from ..records import (
     ToolCall,
 )
 from .actions import tool_action, tool_output_gist, verification
-from .approvals import REQUESTED, approval_answer, approval_subject
+from .approvals import REQUESTED, approval_answer, approval_subject, tool_approvals
 from .constraints import constraints
-from .facts import argument_root, entities, head_and_tail, json_facts, parse_json, snippet, string_leaves, text_facts
+from .facts import (
+    argument_root,
+    entities,
+    head_and_tail,
+    http_body,
+    json_body,
+    json_facts,
+    parse_json,
+    snippet,
+    string_leaves,
+    text_facts,
+)
 from .conclusions import decisions, failures, findings, http_failures, prose_sentences
 from .plans import plan_items
 
@@ -58,7 +69,7 @@ def extract(message: Message, context: MessageContext) -> Extraction:
     elif role == "assistant":
         triples = _assistant(text, _tool_calls(message))
     elif role in ("tool", "function"):
-        data = parse_json(text)
+        data = json_body(text)
         action = tool_action(message, text, context, data)
         actions = (action,)
         triples = _tool(text, data, context.call, action)
@@ -141,9 +152,10 @@ def _tool(text: str, data: object, call: ToolCall | None, action: Action) -> lis
         triples.append((VERIFICATION, checked[0], checked[1]))
     triples += [(FAILURE, key, value) for key, value in http_failures(text, data, call)]
     if data is not None:
+        triples += [(APPROVAL, subject, status) for subject, status in tool_approvals(data)]
         named = argument_root(call.arguments) if call else ""  # the object the call asked about, if it names one
         fields = json_facts(data, named or action.tool, named_root=bool(named))
         triples += [(FIELD, key, value) for key, value in fields]
     else:
-        triples += text_facts(head_and_tail(text))
+        triples += text_facts(head_and_tail(http_body(text)))
     return triples

@@ -152,3 +152,36 @@ def approval_answer(text: str, previous_assistant_text: str) -> tuple[str, str] 
     if _YES_ANYWHERE.search(head):
         return subject, GRANTED
     return None
+
+
+# An object in a tool's JSON output whose status is about approval: its id is what a later call must cite, and
+# often only that tool output holds it (a scope request, a refund awaiting a supervisor, a change request).
+_APPROVAL_STATUS = re.compile(r"approv|sign[-_ ]?off|审批|批准", re.I)
+_STATUS_FIELDS = ("status", "state", "approval_status", "approval_state")
+_ID_FIELDS = ("id", "approval_id", "request_id", "change_id", "ticket_id", "reference", "number")
+MAX_APPROVAL_NODES = 2_000  # JSON nodes visited per output
+MAX_TOOL_APPROVALS = 5
+
+
+def tool_approvals(data: object) -> list[tuple[str, str]]:
+    """(subject, status) of the objects in a tool's JSON output whose status is about approval
+    (`pending_owner_approval`, `awaiting_approval`, `approved`), in document order: the subject is the object's
+    name and id (`scope_request SRQ-7F3K-2291`)."""
+    found: list[tuple[str, str]] = []
+    queue: list[tuple[str, object]] = [("", data)]
+    for name, node in queue:  # breadth first, in document order; the queue grows while it is read
+        if len(queue) > MAX_APPROVAL_NODES or len(found) >= MAX_TOOL_APPROVALS:
+            break
+        if isinstance(node, list):
+            queue.extend((name, item) for item in node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        status = next((node[field] for field in _STATUS_FIELDS if isinstance(node.get(field), str)), "")
+        if status and _APPROVAL_STATUS.search(status):
+            ident = next((str(node[field]) for field in _ID_FIELDS if isinstance(node.get(field), (str, int))
+                          and not isinstance(node.get(field), bool)), "")
+            if ident:
+                found.append((clip(f"{name} {ident}".strip(), MAX_SUBJECT_CHARS), clip(status, 60)))
+        queue.extend((key, value) for key, value in node.items() if isinstance(value, (dict, list)))
+    return found

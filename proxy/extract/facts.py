@@ -472,6 +472,29 @@ def parse_json(text: str) -> Any:
     return value if isinstance(value, (dict, list)) else None
 
 
+_HTTP_STATUS_LINE = re.compile(r"HTTP/\d(?:\.\d)? \d{3}\b")
+_BLANK_LINE = re.compile(r"\r?\n\r?\n")
+
+
+def json_body(text: str) -> Any:
+    """The JSON of a tool output: the whole text, or the body of an HTTP response printed with its status line and
+    headers (`curl -i`, an http tool): what follows the first blank line."""
+    data = parse_json(text)
+    return data if data is not None else parse_json(http_body(text))
+
+
+def http_body(text: str) -> str:
+    """An HTTP response printed with its status line and headers, without them (headers are transport detail,
+    not facts of the task); any other text as it is."""
+    if not _HTTP_STATUS_LINE.match(text.lstrip()[:16]):
+        return text
+    blank = _BLANK_LINE.search(text, 0, MAX_HTTP_HEADER_CHARS)
+    return text[blank.end():] if blank else ""
+
+
+MAX_HTTP_HEADER_CHARS = 16_384  # headers longer than this are not a response's headers
+
+
 def json_facts(data: Any, root: str = "", limit: int = MAX_JSON_FACTS,
                named_root: bool = False) -> list[tuple[str, str]]:
     """(key, value) for the scalar leaves of parsed JSON, in document order, at most `limit`.
