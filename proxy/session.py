@@ -151,10 +151,6 @@ class Sessions:
         self.counter = counter
         self.cache = BranchCache(max_branches, on_evict=self.settle)
         self._lock = threading.RLock()  # the in-process eval and the server may share one instance
-        self._observations = NO_OBSERVATIONS  # the resolving request's rules (read under the lock)
-
-    def _observed(self, messages: Sequence[Message], index: int) -> bool:
-        return self._observations.is_observation(messages, index, first_user(messages))
 
     def resolve(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str,
                 check: Callable[[list[Message], int], None] = lambda messages, start: None,
@@ -163,16 +159,16 @@ class Sessions:
         messages not seen before on this path, before anything is stored; what it raises propagates.
         `observations` tells which user messages are tool output sent in the user role."""
         with self._lock:
-            self._observations = observations
             root = root_hash(caller, explicit_session)
             branch, known = self._from_cache(root, messages)
             if branch is None:
                 check(messages, 0)
-                branch, known = self._from_store(root, caller, explicit_session, messages, model, policy)
+                branch, known = self._from_store(root, caller, explicit_session, messages, model, policy,
+                                                 observations)
             else:
                 check(messages, known)
             try:
-                new = self._ingest(branch, messages, known, model, policy)
+                new = self._ingest(branch, messages, known, model, policy, observations)
             except Exception:
                 self.cache.drop(branch)  # memory may be half-updated; the store is the truth
                 raise
@@ -219,7 +215,7 @@ class Sessions:
         return fork, best_length
 
     def _from_store(self, root: str, caller: str, explicit_session: str | None, messages: list[Message],
-                    model: str, policy: str) -> tuple[Branch, int]:
+                    model: str, policy: str, observations: ObservationMatcher) -> tuple[Branch, int]:
         hashes = chain(root, messages)
         nodes = self.store.find_nodes(hashes)
         deepest = max((i for i, digest in enumerate(hashes) if digest in nodes), default=-1)
@@ -230,11 +226,12 @@ class Sessions:
             self.store.create_session(session_id, caller, explicit_session, model, policy)
         branch = Branch(session_id, root, explicit_session is not None)
         rows = [nodes[digest] for digest in hashes[: deepest + 1]]
-        self._adopt_rows(branch, messages[: deepest + 1], rows)
+        self._adopt_rows(branch, messages[: deepest + 1], rows, observations)
         self._load_path(branch)
         return branch, deepest + 1
 
-    def _adopt_rows(self, branch: Branch, messages: Sequence[Message], rows: Sequence[NodeRow]) -> None:
+    def _adopt_rows(self, branch: Branch, messages: Sequence[Message], rows: Sequence[NodeRow],
+                    observations: ObservationMatcher) -> None:
         self._settle(branch)
         for message, row in zip(messages, rows):
             branch.messages.append(message)
@@ -245,7 +242,8 @@ class Sessions:
             branch.gists.append(row.gist or "")
             branch.outcomes.append(row.outcome or "")
             branch.names.append(tuple(row.names.split()))
-            branch.observed.append(self._observed(branch.messages, len(branch.messages) - 1))
+            branch.observed.append(observations.is_observation(branch.messages, len(branch.messages) - 1,
+                                                               first_user(branch.messages)))
             branch.total_tokens += row.tokens
         branch.settled = len(branch.messages)
 
@@ -258,7 +256,8 @@ class Sessions:
 
     # --- ingesting what is new ------------------------------------------------------------------------------
 
-    def _ingest(self, branch: Branch, messages: list[Message], known: int, model: str, policy: str) -> int:
+    def _ingest(self, branch: Branch, messages: list[Message], known: int, model: str, policy: str,
+                observations: ObservationMatcher) -> int:
         if known == len(messages) and known == len(branch.messages):
             branch.messages[:] = messages  # same content; keep the newest objects for identity checks
             return 0
@@ -268,7 +267,8 @@ class Sessions:
         if stored:
             # Known to the store but not to this cache (another branch evicted, or another worker): adopt them.
             count = max(i for i, digest in enumerate(new_hashes) if digest in stored) + 1
-            self._adopt_rows(branch, messages[known:known + count], [stored[d] for d in new_hashes[:count]])
+            self._adopt_rows(branch, messages[known:known + count], [stored[d] for d in new_hashes[:count]],
+                             observations)
             self._load_path(branch)
             known += count
             new_hashes = new_hashes[count:]
@@ -278,7 +278,7 @@ class Sessions:
             message = messages[index]
             tokens = self.counter.message(message)
             branch.messages.append(message)
-            observed = self._observed(branch.messages, index)
+            observed = observations.is_observation(branch.messages, index, task)
             # A tool result's outcome is known at once (failures trigger retrieval); the rest waits for settle().
             tool, gist, outcome = tool_outcome(messages, index, task, observed) \
                 if observed or is_tool_result(message) else ("", "", "")

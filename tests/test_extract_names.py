@@ -74,3 +74,12 @@ def test_message_names_read_the_tool_call_arguments() -> None:
         {"id": "c", "type": "function", "function": {"name": "get", "arguments": '{"id": "ZFA04Y", "n": 4096}'}},
     ]}  # fmt: skip
     assert message_names(message, "Fetching 2024-05-20.") == ("ZFA04Y",)
+
+
+def test_names_of_tool_call_arguments_are_read_from_the_values_not_their_json_escapes() -> None:
+    from proxy.extract.names import message_names
+
+    call = {"id": "1", "type": "function",
+            "function": {"name": "python", "arguments": '{"code": "print(df)\\nConclusion = fit(rates_v2)"}'}}
+    names = message_names({"role": "assistant", "content": "", "tool_calls": [call]}, "")
+    assert "rates_v2" in names and not any(name.startswith("nConclusion") for name in names)

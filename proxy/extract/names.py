@@ -13,6 +13,7 @@ import re
 from typing import Callable
 
 from ..records import Message
+from .facts import parse_json, string_leaves
 
 NAME = re.compile(
     r"(?:[\w.-]*/[\w./-]*\w)"  # file paths (a slash inside)
@@ -101,8 +102,14 @@ def message_names(message: Message, text: str) -> tuple[str, ...]:
     for call in message.get("tool_calls") or ():
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
-            parts.append(str(function.get("arguments", "")))
+            arguments = str(function.get("arguments", ""))
+            data = parse_json(arguments)
+            # the values as written, not their JSON escapes: "\nConclusion" is no name
+            parts.extend(string_leaves(data, MAX_ARGUMENT_STRINGS) if data is not None else [arguments])
     return tuple(sorted(index_names("\n".join(parts))))
+
+
+MAX_ARGUMENT_STRINGS = 64  # string values of one call's arguments that are read for names
 
 
 # ---- NAME in one pass ---------------------------------------------------------------------------------------
