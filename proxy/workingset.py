@@ -251,7 +251,7 @@ def compacted_message(epoch: Epoch) -> Message | None:
     if digest:
         parts.append(digest)
     if epoch.names:
-        parts.append("## Names in elided turns (recall by ref, or by query)\n" + " ".join(epoch.names))
+        parts.append(f"{NAMES_HEADING}\n" + " ".join(epoch.names))
     if not parts:
         return None
     header = (f"{WORKSET_TAG} Earlier turns of this conversation were compacted by workset, the context proxy. "
@@ -259,6 +259,7 @@ def compacted_message(epoch: Epoch) -> Message | None:
     return {"role": "user", "content": header + "\n\n" + "\n\n".join(parts)}
 
 
+NAMES_HEADING = "## Names in elided turns (recall by ref, or by query)"
 DROPPED_USERS = ("## The user's earlier messages left out: they did not fit the budget (still binding unless "
                  "the user said otherwise; recall them by ref)")
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from proxy.hashing import chain, ref_of
 from proxy.ingest import extract_at
+from proxy.extract.text import normalize
 from proxy.messages import message_text
 from proxy.policy import Policy
 from proxy.state import TaskState
@@ -21,7 +22,8 @@ OBSERVATIONS = Policy().observation_matcher  # the default rules: which user mes
 
 
 def flat(text: str) -> str:
-    return " ".join(text.split()).lower()
+    """Lowercased, whitespace collapsed, bold and inline-code marks dropped: plan keys are stored that way."""
+    return normalize(text)
 
 
 @dataclass
