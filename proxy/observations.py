@@ -21,7 +21,7 @@ SHAPE_PROBE_CHARS = 400  # an observation shows its shape at its start: only thi
 ACTION_SCAN_CHARS = 20_000  # the command block is looked for in this much of the assistant's text
 
 # A fenced block: the opening line (with its language) and the body up to the next fence line.
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[ \t]*\n", re.M)
+_FENCE = re.compile(r"^[ \t]*```[ \t]*(?:([\w+-]+)[ \t]*)?\n", re.M)  # no two [ \t]* side by side: linear
 _FENCE_END = re.compile(r"^[ \t]*```[ \t]*$", re.M)
 _COMMAND_LANGUAGES = frozenset({"", "bash", "sh", "shell", "console", "zsh", "python", "py", "cmd", "powershell"})
 
@@ -71,7 +71,7 @@ def action_command(message: Message) -> str | None:
         closing = _FENCE_END.search(text, opening.end())
         if closing is None:
             return command
-        if opening.group(1).lower() in _COMMAND_LANGUAGES:
+        if (opening.group(1) or "").lower() in _COMMAND_LANGUAGES:
             command = text[opening.end():closing.start()].strip()
         position = closing.end()
 

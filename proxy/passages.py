@@ -112,13 +112,19 @@ def cut_by_tokens(text: str, size: int, counter: TokenCounter) -> list[str]:
     return parts
 
 
+MAX_QUERY_WORDS = 16  # a query is a few words: each is one scan of the text, so their number is bounded
+
+
 def query_words(query: str) -> list[str]:
-    """The words of a query, lower-cased, without edge punctuation, each once, in order."""
+    """The words of a query, lower-cased, without edge punctuation and control characters, each once, in order,
+    at most MAX_QUERY_WORDS."""
     words: list[str] = []
     for raw in query.split():
-        word = raw.strip(_EDGE_PUNCTUATION).lower()
+        word = "".join(char for char in raw if char.isprintable()).strip(_EDGE_PUNCTUATION).lower()
         if word and word not in words:
             words.append(word)
+            if len(words) == MAX_QUERY_WORDS:
+                break
     return words
 
 
@@ -224,11 +230,12 @@ def parse_lines(value: object) -> tuple[int, int | None] | None:
     if isinstance(value, int):
         return (value, value) if value > 0 else None
     if isinstance(value, (list, tuple)) and value and all(type(v) is int for v in value):  # not bools
-        return value[0], value[-1]
+        return (value[0], value[-1]) if value[0] > 0 and value[-1] >= value[0] else None
     found = _LINES.search(str(value)[:40]) if isinstance(value, str) else None
     if found is None:
         return None
     first = int(found.group(1))
-    if found.group(2) is None:  # a single line number
-        return first, first
-    return first, int(found.group(2)) if found.group(2) else None
+    last = first if found.group(2) is None else int(found.group(2)) if found.group(2) else None
+    if first < 1 or (last is not None and last < first):
+        return None  # line numbers start at 1
+    return first, last

@@ -53,6 +53,9 @@ class StateRules:
     max_share: float = setting(0.15, "largest share of the room the task state may take; key facts shrink to fit", min=0.01, max=0.9)
     max_facts: int = setting(400, "key facts listed in the task state, counted by field; objects are shown whole, ranked by what the dialogue names; all stay in the store", min=0)
     max_decisions: int = setting(10, "decisions listed in the task state", min=0)
+    max_settled_approvals: int = setting(
+        10, "approvals no longer awaited (granted, denied, approved) listed, newest first; awaited ones always are",
+        min=0)
     max_completed: int = setting(20, "completed plan items listed (pending items are always listed)", min=0)
     max_failures: int = setting(8, "failed approaches and limits learned listed, newest first", min=0)
     max_findings: int = setting(10, "the agent's own derived figures and conclusions listed, newest first", min=0)

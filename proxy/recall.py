@@ -173,6 +173,8 @@ class Resolver:
         last = min(laid.lines, last if last is not None else laid.lines)
         first, last = max(1, min(first, last)), max(first, last)
         shown, whole = passages.in_range(laid.pieces, first, last, limit)
+        if not shown:
+            return f"[ref:{stored.ref}] has {_count(laid.lines, 'line')}; lines {first}-{last} hold nothing to show."
         where = f"{passages.span(shown)} of {laid.lines}"
         tail = shown[-1]
         if whole and last < laid.lines:
@@ -240,7 +242,7 @@ class Resolver:
 def whole_turn(text: str, message: Message, answers: Sequence[Answer], arguments_chars: int) -> str:
     """An assistant message's turn as one document: its text and calls (`text`, as stored), then the result of
     each call headed with the call and the result's own ref, "--- result of bash {...} [ref:OUT]". A call's result
-    is the first answer seen carrying its id (a text-based agent's command block is answered by its observation);
+    is the newest answer carrying its id (a text-based agent's command block is answered by its observation);
     a call without a stored result is left out."""
     calls = tool_calls(message)
     action = None if calls else action_call(message)

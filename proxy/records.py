@@ -9,7 +9,7 @@ Message = dict[str, Any]
 
 # Kinds of entries in the key-facts ledger. A later entry with the same (kind, key) supersedes the earlier one.
 CONSTRAINT = "constraint"  # a rule from a user turn: value is the sentence
-PLAN = "plan"  # a plan item: key is the item, value is "pending" or "completed"
+PLAN = "plan"  # a plan item: key is the item, value is "pending", "next" (pending until the next "Next:") or "completed"
 APPROVAL = "approval"  # key is what it concerns, value is "requested" | "granted" | "denied"
 VERIFICATION = "verification"  # key is what was checked, value is "passed" | "failed"
 DECISION = "decision"  # key is the subject, value is the decision sentence

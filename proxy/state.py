@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from collections.abc import Set as AbstractSet
 from typing import Callable
 
+from .extract.approvals import is_settled
+from .extract.plans import NEXT
 from .extract.text import flat, one_line
 from .policy import StateRules
 from .records import (
@@ -61,6 +63,10 @@ class TaskState:
                 keys = set()
             keys.add(fact.key)
             self.snapshots[root] = (fact.turn, keys)
+        if fact.kind == PLAN and fact.value == NEXT:
+            # the agent named its next step again: the step it named before is behind it, done or dropped
+            for key in [key for key, old in self.facts.items() if old.kind == PLAN and old.value == NEXT]:
+                del self.facts[key]
         # re-inserting moves the key to the end, so dict order is "last updated"
         self.facts.pop((fact.kind, fact.key), None)
         self.facts[(fact.kind, fact.key)] = fact
@@ -83,10 +89,11 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
                  in_view: AbstractSet[int] = frozenset(), focus: str = "") -> str:
     """The task-state text. Deterministic, and free of clocks and counters so it only changes when facts do.
 
-    Goal, constraints, pending items, approvals and verification are always complete. What room `max_tokens`
-    leaves goes to key facts first, one card per object (objects the user named, then those the dialogue named
-    most recently, then the most recently updated; the first card that does not fit is cut, marked with "…"),
-    then decisions, completed items and failed approaches, newest first. Objects whose fields all come from
+    Goal, constraints, pending items, awaited approvals and verification are always complete. What room
+    `max_tokens` leaves goes, in this order, to settled approvals, the agent's decisions, what it learned the hard
+    way, what it worked out (each newest first), then to key facts, one card per object (objects the user named,
+    then those the dialogue named most recently, then the most recently updated; the first card that does not fit
+    is cut, marked with "…"), then to completed items. Objects whose fields all come from
     messages shown verbatim (`in_view`, their indices) are left out: they are in view already. `focus` is what
     the user said, NUL, the dialogue in order (see engine._dialogue). `brief` keeps only what must never be
     forgotten (the tail reminder when the full state sits at the head)."""
@@ -98,12 +105,15 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         # never cut: constraints and pending work are never compressed away
         CONSTRAINTS: [f"- {flat(f.value)}" for f in state.constraints],
         PENDING: [f"- [ ] {flat(f.key)}" for f in plan if f.value != "completed"],
-        APPROVALS: [f"- {one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(APPROVAL)],
+        # an approval still awaited is never cut; settled ones are listed as room allows, newest first
+        APPROVALS: [_approval_line(f) for f in state.of_kind(APPROVAL) if not is_settled(f.value)],
         VERIFIED: [f"- {one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(VERIFICATION)],
     }
     # What room is left goes first to the agent's conclusions (decisions, what failed, what it worked out), then
     # to key facts of tool outputs, then to completed items: the seeds' order of value.
     optional: list[tuple[str, list[str]]] = [] if brief else [
+        (SETTLED, [_approval_line(f) for f in state.of_kind(APPROVAL) if is_settled(f.value)][::-1]
+         [: rules.max_settled_approvals]),
         (DECISIONS, _newest(state.of_kind(DECISION), rules.max_decisions, 300)),
         (FAILED, _newest(state.of_kind(FAILURE), rules.max_failures, 240)
          + [f"- {a.tool} {one_line(a.arguments, 160)} -> {one_line(a.gist, 200)}{_ref(a)}"
@@ -160,11 +170,16 @@ PENDING = "Pending (open items):"
 COMPLETED = "Completed:"
 DECISIONS = "Decisions (the agent's own):"
 FINDINGS = "Worked out so far (the agent's own figures and conclusions):"
-APPROVALS = "Approvals:"
+APPROVALS = "Approvals awaited:"
+SETTLED = "Approvals settled:"
 VERIFIED = "Verification:"
 FACTS = "Key facts (from tool outputs, by what they describe):"
 FAILED = "Learned the hard way (failed approaches and limits; do not repeat as is):"
-SECTION_ORDER = (CONSTRAINTS, PENDING, APPROVALS, DECISIONS, FAILED, FINDINGS, VERIFIED, COMPLETED, FACTS)
+SECTION_ORDER = (CONSTRAINTS, PENDING, APPROVALS, SETTLED, DECISIONS, FAILED, FINDINGS, VERIFIED, COMPLETED, FACTS)
+
+
+def _approval_line(fact: Fact) -> str:
+    return f"- {one_line(fact.key, 160)}: {fact.value}{_ref(fact)}"
 
 
 def _newest(facts: list[Fact], limit: int, chars: int) -> list[str]:

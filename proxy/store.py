@@ -380,8 +380,8 @@ class Store:
         """The assistant message at `node` (within one session) with what answers it: the tool messages on the
         paths below it, as deep as it made calls (parallel calls' results follow one another), or, when it made
         none, an observation sent in the user role as its child (ingest read it as a tool output: its tool is set).
-        Branches forking below the message are all walked; each step is a lookup by (session_id, depth) and
-        parent, never a scan of the session. None when the node is not an assistant message of the session."""
+        Branches forking below the message are all walked, newest first (a retried call's latest result is the
+        one that counts); each step is a lookup by (session_id, depth) and parent, never a scan of the session. None when the node is not an assistant message of the session."""
         self.flush()
         with self._read_lock:
             row = self._read.execute(
@@ -401,7 +401,7 @@ class Store:
                 " SELECT m.ref, m.role, m.tool, json_extract(m.body, '$.tool_call_id'), e.content"
                 " FROM below CROSS JOIN messages m ON m.hash = below.hash"
                 " LEFT JOIN evidence e ON e.session_id = m.session_id AND e.ref = m.ref"
-                " WHERE below.level > 0 ORDER BY m.rowid",
+                " WHERE below.level > 0 ORDER BY m.rowid DESC",
                 (node, row[0], max(1, calls), session_id, *roles),
             ).fetchall()
         answers = tuple(Answer(ref, role, tool, str(call_id or ""), content or "")

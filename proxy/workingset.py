@@ -640,18 +640,23 @@ def digest_lines(conversation: Conversation, unit: tuple[int, int], policy: Poli
     ref = conversation.refs[unit[0]]
     text = message_text(first)
     calls = first.get("tool_calls") or []
-    command = action_command(first) if role == "assistant" and not calls and unit[1] > unit[0] else None
+    if conversation.is_observation(unit[0]):  # output whose command left earlier: not the user's words
+        gist = one_line(conversation.gists[unit[0]], rules.gist_chars)
+        return [f"- turn {unit[0]} output -> {conversation.outcomes[unit[0]] or 'ok'}: {gist} [ref:{ref}]"]
+    observed = role == "assistant" and not calls and unit[1] > unit[0] and conversation.is_observation(unit[0] + 1)
+    command = action_command(first) if observed else None
     prose = prose_of(text) if command is not None else text
     lines: list[str] = []
     if prose.strip():
         whole = role == "assistant" and count(prose) <= rules.prose_tokens
         shown = flat(prose) if whole else one_line(prose, rules.text_chars)
         lines.append(f"- turn {unit[0]} {role}: {shown} [ref:{ref}]")
-    if command is not None:
+    if observed:
         result = unit[0] + 1
         gist = one_line(conversation.gists[result], rules.gist_chars)
-        lines.append(f"- turn {unit[0]} bash {one_line(command, rules.arguments_chars)} -> "
-                     f"{conversation.outcomes[result] or 'ok'}: {gist} [ref:{conversation.refs[result]}]")
+        action = f"bash {one_line(command, rules.arguments_chars)}" if command is not None else "command"
+        lines.append(f"- turn {unit[0]} {action} -> {conversation.outcomes[result] or 'ok'}: {gist} "
+                     f"[ref:{conversation.refs[result]}]")
     if role != "assistant" or not calls:
         return lines
     results = {messages[i].get("tool_call_id"): i for i in range(unit[0] + 1, unit[1] + 1)}

@@ -141,7 +141,7 @@ def test_swe_decision_sentence() -> None:
 
 
 def test_labelled_open_items_inline_and_enumerated() -> None:
-    assert plan(assistant("Next: lanes 121–240")) == [("lanes 121–240", "pending")]
+    assert plan(assistant("Next: lanes 121–240")) == [("lanes 121–240", "next")]  # pending until the next "Next:"
     assert plan(assistant("Open items: (1) freight for supplier C, and (2) supplier F's carton size TBC")) == [
         ("freight for supplier c", "pending"),
         ("supplier f's carton size tbc", "pending"),
@@ -157,7 +157,7 @@ def test_labelled_open_items_inline_and_enumerated() -> None:
 
 def test_labelled_open_items_in_chinese() -> None:
     assert plan(assistant("待办：(1) 确认C的运费 (2) F的箱规")) == [("确认c的运费", "pending"), ("f的箱规", "pending")]
-    assert plan(assistant("下一步：抓取第121–240条航线")) == [("抓取第121–240条航线", "pending")]
+    assert plan(assistant("下一步：抓取第121–240条航线")) == [("抓取第121–240条航线", "next")]
     assert plan(assistant("待确认：供应商F的箱规")) == [("供应商f的箱规", "pending")]
 
 

@@ -351,15 +351,15 @@ def test_an_assistant_ref_with_a_query_reaches_a_line_in_the_middle_of_its_turns
     assert recorded.recall("ops", ref=refs[2], lines="124").splitlines()[1] == f"124| {CHECKSUM}"
 
 
-def test_a_fork_below_the_assistant_message_keeps_the_result_first_seen(recorded: Recorded) -> None:
+def test_a_fork_below_the_assistant_message_reads_the_newest_result(recorded: Recorded) -> None:
     first = recorded.record("ops", tool_turn_run("first report"))
     retried = tool_turn_run("second report")
     retried[3]["content"] = "lanes = 12"
     second = recorded.record("ops", retried)
     assert first[2] == second[2] and first[3] != second[3]  # the same assistant message, two branches below it
     answer = recorded.recall("ops", ref=first[2])
-    assert "lanes = 240" in answer and "first report" in answer
-    assert "lanes = 12" not in answer and "second report" not in answer
+    assert "lanes = 12" in answer and "second report" in answer  # the retried call's result is the one that counts
+    assert "lanes = 240" not in answer and "first report" not in answer
 
 
 def test_a_text_based_agents_assistant_ref_reads_the_observation_after_it(recorded: Recorded) -> None:
@@ -382,3 +382,12 @@ def test_an_assistant_ref_of_another_session_is_not_found(recorded: Recorded) ->
     refs = recorded.record("ops", tool_turn_run("checksum = 7f3a91c2"))
     recorded.record("other", [{"role": "user", "content": "hello"}])
     assert recorded.recall("other", ref=refs[2]) == f"No stored content has ref {refs[2]} in this conversation."
+
+
+def test_odd_line_ranges_and_queries_get_an_answer_not_an_error(recorded: Recorded) -> None:
+    refs = recorded.record("ops", tool_turn_run("report"))
+    for lines in ("0", "0-0", [0, -3], "9-3"):
+        answer = recorded.recall("ops", ref=refs[3], lines=lines)
+        assert answer.startswith(f"[ref:{refs[3]}]"), (lines, answer)
+    assert "lanes" in recorded.recall("ops", query="lanes\x00 \x01report")
+    assert passages.query_words(" ".join(f"w{n}" for n in range(100))) == [f"w{n}" for n in range(16)]

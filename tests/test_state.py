@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from proxy.extract.facts import json_facts
@@ -96,3 +97,21 @@ def test_an_object_read_again_replaces_its_earlier_snapshot() -> None:
     [card] = facts_section(render_state(state, "book", RULES))
     assert "certificate_7504069" not in card and "credit_card_4421486{source=credit_card" in card
     assert card.startswith("- mia_li_3668 [ref:ref9]")
+
+
+def test_the_agents_next_step_is_replaced_by_its_next_one_and_settled_approvals_give_way() -> None:
+    from proxy.extract import extract
+    from proxy.records import MessageContext
+
+    state = TaskState()
+    for turn in range(30):
+        said = {"role": "assistant", "content": f"Batch {turn} read. Next: review batch {turn + 1}"}
+        state.apply(extract(said, MessageContext(index=2 * turn + 2, ref=f"a{turn}")))
+        output = {"role": "tool", "content": json.dumps([{"id": f"PO-{turn}-{n}", "status": "approved"} for n in range(5)]
+                                                       + [{"id": f"CR-{turn}", "status": "pending_approval"}])}
+        state.apply(extract(output, MessageContext(index=2 * turn + 3, ref=f"t{turn}")))
+    text = render_state(state, "review", StateRules(), 600, COUNTER.text)
+    assert [line for line in text.splitlines() if line.startswith("- [ ]")] == ["- [ ] review batch 30"]
+    awaited = text.split("Approvals awaited:", 1)[1].split("\n\n")[0]
+    assert all(f"CR-{turn}: pending_approval" in awaited for turn in range(30))  # never cut
+    assert text.count(": approved") <= StateRules().max_settled_approvals and COUNTER.text(text) < 1500

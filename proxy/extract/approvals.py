@@ -170,7 +170,7 @@ def tool_approvals(data: object) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     queue: list[tuple[str, object]] = [("", data)]
     for name, node in queue:  # breadth first, in document order; the queue grows while it is read
-        if len(queue) > MAX_APPROVAL_NODES or len(found) >= MAX_TOOL_APPROVALS:
+        if len(queue) > MAX_APPROVAL_NODES:
             break
         if isinstance(node, list):
             queue.extend((name, item) for item in node)
@@ -184,4 +184,15 @@ def tool_approvals(data: object) -> list[tuple[str, str]]:
             if ident:
                 found.append((clip(f"{name} {ident}".strip(), MAX_SUBJECT_CHARS), clip(status, 60)))
         queue.extend((key, value) for key, value in node.items() if isinstance(value, (dict, list)))
-    return found
+    # the ones still awaited first: a list of approved records must not crowd out the request awaiting approval
+    awaited = [item for item in found if not is_settled(item[1])]
+    return (awaited + [item for item in found if is_settled(item[1])])[:MAX_TOOL_APPROVALS]
+
+
+_SETTLED = re.compile(r"grant|approved|den(?:y|ied)|reject|declin|cancel|expire|not.required|closed|complete|done",
+                      re.I)
+
+
+def is_settled(status: str) -> bool:
+    """Whether an approval's status says it is no longer awaited (granted, approved, denied, cancelled, …)."""
+    return _SETTLED.search(status) is not None

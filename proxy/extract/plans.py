@@ -15,11 +15,12 @@ from .text import clip, normalize, prose_lines, sentences, strip_markup, strip_s
 
 PENDING = "pending"
 COMPLETED = "completed"
+NEXT = "next"  # pending, until the agent names its next step again
 MAX_PLAN_ITEMS = 40  # per message
 MAX_ITEM_CHARS = 200
 MAX_PLAN_SCAN_CHARS = 20_000  # plans are read from the start of a message
 
-_CHECKBOX = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])?\s*\[(?P<mark>[ xX✓✔]?)\]\s+(?P<text>\S.*)$")
+_CHECKBOX = re.compile(r"^\s*(?:(?:[-*+•]|\d{1,3}[.)])\s*)?\[(?P<mark>[ xX✓✔]?)\]\s+(?P<text>\S.*)$")  # linear
 _BOXES = ("[ ]", "[x]", "[X]", "[]", "[✓]", "[✔]")
 _NUMBERED = re.compile(r"^\s{0,3}(?P<n>\d{1,2})[.)]\s+(?P<text>\S.*)$")
 _SUB_ITEM = re.compile(r"^\s+(?:[-*+•]|\d{1,3}[.)]|[a-z][.)])\s+\S")
@@ -58,6 +59,7 @@ _PENDING_LABEL = re.compile(
     rf"(?P<label>{_LABELS})(?:\*\*)?\s?[:：](?:\*\*)?\s*",
     re.I,
 )
+_NEXT_LABEL = re.compile(r"next(?: steps?)?$|下一步$", re.I)
 _LABEL_HEADING = re.compile(rf"^\s{{0,3}}#{{1,6}}\s+(?:\*\*)?{_LABELS}(?:\*\*)?\s?[:：]?\s*$", re.I)
 _LABEL_WORDS = (
     "next", "open", "todo", "to-do", "to do", "remaining", "outstanding", "follow", "待办", "下一步", "待确认",
@@ -252,7 +254,9 @@ def labelled_items(text: str) -> list[tuple[str, str]]:
         under_label = not rest
         own, after = _label_items(rest)
         items.extend(_unlabelled_items(line[: label.start()], to_confirm, closing))
-        items.extend(_pending(part) for part in own)
+        # "Next: …" names the next step only: the agent's next "Next:" replaces it (NEXT, see TaskState)
+        status = NEXT if _NEXT_LABEL.match(label.group("label")) else PENDING
+        items.extend(_pending(part, status) for part in own)
         items.extend(_unlabelled_items(" ".join(after), to_confirm, closing))
     return [item for item in items if item is not None]
 
@@ -266,9 +270,9 @@ def _unlabelled_items(text: str, to_confirm: bool, closing: bool) -> list[tuple[
     return _closed_items(text.strip()) if closing else []
 
 
-def _pending(text: str) -> tuple[str, str] | None:
+def _pending(text: str, status: str = PENDING) -> tuple[str, str] | None:
     item = _item(text)
-    return (item[0], PENDING) if item is not None else None
+    return (item[0], status) if item is not None else None
 
 
 def _label_items(rest: str) -> tuple[list[str], list[str]]:
