@@ -195,7 +195,7 @@ def test_narration_that_ends_in_done_closes_nothing() -> None:
 def test_labels_inside_a_line() -> None:
     assert plan(assistant("Lanes 1–120 done (hazmat lanes skipped). Next: lanes 121–240. Starting now.")) == [
         ("lanes 1–120", "completed"),
-        ("lanes 121–240", "pending"),
+        ("lanes 121–240", "next"),
     ]
     text = "Decision: full refund. Open item: delay compensation for HAT091 — after the refund. Computing it."
     assert plan(assistant(text)) == [("delay compensation for hat091 — after the refund", "pending")]
