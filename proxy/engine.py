@@ -331,7 +331,8 @@ class Engine:
             # placeholders are not content)
             visible = "\n".join(t for t in map(message_text, prefix.messages[:-1]) if not t.startswith(WORKSET_TAG))
             limit = budget.share(rules.max_share) * 3  # characters, about three per token
-            search = lambda query: self.store.search_evidence(branch.session_id, query, 3)  # noqa: E731
+            path = frozenset(branch.hashes)  # this conversation only: another one may share the session
+            search = lambda query: self.store.search_evidence(branch.session_id, query, 3, path=path)  # noqa: E731
             parts.append(elided_mentions(user_text, visible, search, limit))
             asked = len(messages) > 1 and approval_subject(message_text(messages[-2])) is not None
             parts.append(irreversible_guard(body.get("tools") or [], rules.irreversible_tools, asked,

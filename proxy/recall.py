@@ -17,7 +17,7 @@ request of the session, in the tail of the working set.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Set as AbstractSet, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,8 +98,12 @@ class Resolver:
 
     def __init__(self, store: Store, counter: TokenCounter, session_id: str, max_tokens: int,
                  search_results: int = 3, context_lines: int = 2,
-                 arguments_chars: int = DigestRules().arguments_chars) -> None:
+                 arguments_chars: int = DigestRules().arguments_chars,
+                 path: AbstractSet[str] | None = None) -> None:
         self.store = store
+        # the node hashes of the request's own conversation: two conversations that share their first messages
+        # share a session, and neither may read what the other stored past the point where they diverged
+        self.path = path
         self.counter = counter
         self.session_id = session_id
         self.max_tokens = max_tokens
@@ -118,7 +122,7 @@ class Resolver:
         ref = str(parsed.get("ref") or "").strip().removeprefix("[ref:").removesuffix("]").strip()
         query = str(parsed.get("query") or "").strip()
         if ref:
-            found = self.store.evidence(self.session_id, ref)
+            found = self.store.evidence(self.session_id, ref, self.path)
             if found is None:
                 self.resolved.append(f"ref:{ref}")
                 return f"No stored content has ref {ref} in this conversation."
@@ -144,7 +148,7 @@ class Resolver:
         """What a ref reads: the stored content, or for an assistant message its whole turn."""
         if found.get("role") != "assistant" or not found.get("node"):
             return str(found["content"])
-        turn = self.store.turn(self.session_id, str(found["node"]))
+        turn = self.store.turn(self.session_id, str(found["node"]), self.path)
         if turn is None:
             return str(found["content"])
         return whole_turn(str(found["content"]), turn.message, turn.answers, self.arguments_chars)
@@ -216,7 +220,7 @@ class Resolver:
     # --- the whole session -------------------------------------------------------------------------------------
 
     def _search(self, query: str) -> str:
-        hits = self.store.search_evidence(self.session_id, query, self.search_results)
+        hits = self.store.search_evidence(self.session_id, query, self.search_results, path=self.path)
         if not hits:
             return f"Nothing stored in this conversation matches {query!r}."
         words = passages.query_words(query)

@@ -13,6 +13,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Set as AbstractSet
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import orjson
@@ -84,6 +85,9 @@ def _migrate_to_3(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3]
+
+
+PATH_OVERFETCH = 8  # matches read per wanted one when they must belong to one conversation of the session
 
 
 @dataclass(frozen=True)
@@ -366,7 +370,9 @@ class Store:
 
     # --- evidence -------------------------------------------------------------------------------------------
 
-    def evidence(self, session_id: str, ref: str) -> dict[str, Any] | None:
+    def evidence(self, session_id: str, ref: str, path: AbstractSet[str] | None = None) -> dict[str, Any] | None:
+        """The content stored under `ref` in one session; with `path` (node hashes of one conversation), only
+        if it was stored on that conversation."""
         self.flush()
         with self._read_lock:
             cursor = self._read.execute(
@@ -374,9 +380,10 @@ class Store:
                 (session_id, ref),
             )
             row = cursor.fetchone()
-            return dict(zip([c[0] for c in cursor.description], row)) if row else None
+            found = dict(zip([c[0] for c in cursor.description], row)) if row else None
+        return found if found is not None and (path is None or found["node"] in path) else None
 
-    def turn(self, session_id: str, node: str) -> StoredTurn | None:
+    def turn(self, session_id: str, node: str, path: AbstractSet[str] | None = None) -> StoredTurn | None:
         """The assistant message at `node` (within one session) with what answers it: the tool messages on the
         paths below it, as deep as it made calls (parallel calls' results follow one another), or, when it made
         none, an observation sent in the user role as its child (ingest read it as a tool output: its tool is set).
@@ -398,18 +405,20 @@ class Store:
                 " UNION ALL SELECT m.hash, m.depth, below.level + 1 FROM below CROSS JOIN messages m"
                 " WHERE below.level < ? AND m.session_id = ? AND m.depth = below.depth + 1 AND m.parent = below.hash"
                 " AND m.role IN (?, ?) AND m.tool != '')"
-                " SELECT m.ref, m.role, m.tool, json_extract(m.body, '$.tool_call_id'), e.content"
+                " SELECT m.ref, m.role, m.tool, json_extract(m.body, '$.tool_call_id'), e.content, m.hash"
                 " FROM below CROSS JOIN messages m ON m.hash = below.hash"
                 " LEFT JOIN evidence e ON e.session_id = m.session_id AND e.ref = m.ref"
                 " WHERE below.level > 0 ORDER BY m.rowid DESC",
                 (node, row[0], max(1, calls), session_id, *roles),
             ).fetchall()
         answers = tuple(Answer(ref, role, tool, str(call_id or ""), content or "")
-                        for ref, role, tool, call_id, content in rows)
+                        for ref, role, tool, call_id, content, below in rows if path is None or below in path)
         return StoredTurn(message, answers)
 
-    def search_evidence(self, session_id: str, query: str, limit: int = 5, fresh: bool = True) -> list[dict[str, Any]]:
-        """Best full-text matches (BM25) within one session; fresh=False skips waiting for queued writes.
+    def search_evidence(self, session_id: str, query: str, limit: int = 5, fresh: bool = True,
+                        path: AbstractSet[str] | None = None) -> list[dict[str, Any]]:
+        """Best full-text matches (BM25) within one session, and with `path` (node hashes of one conversation)
+        only among what that conversation stored; fresh=False skips waiting for queued writes.
 
         The full-text index splits words at spaces, so a CJK word inside a run of CJK text is not one of its
         words: such words are also looked for as substrings, in this session's content only."""
@@ -418,26 +427,35 @@ class Store:
         words = query_words(query.replace('"', " "))
         if not words:
             return []
+        # Another conversation of the session may hold better matches: look further, then keep this one's.
+        fetch = limit if path is None else limit * PATH_OVERFETCH
+
+        def own(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [row for row in rows if path is None or row.pop("node") in path]
+
         with self._read_lock:
             cursor = self._read.execute(
-                "SELECT evidence.ref, evidence.tool, evidence.role, evidence.content, bm25(evidence_fts) AS rank"
+                "SELECT evidence.ref, evidence.tool, evidence.role, evidence.content, evidence.node,"
+                " bm25(evidence_fts) AS rank"
                 " FROM evidence_fts JOIN evidence ON evidence.id = evidence_fts.rowid"
                 " WHERE evidence_fts MATCH ? AND evidence.session_id = ? ORDER BY rank LIMIT ?",
-                (" OR ".join(f'"{word}"' for word in words), session_id, limit),
+                (" OR ".join(f'"{word}"' for word in words), session_id, fetch),
             )
             names = [c[0] for c in cursor.description]
-            hits = [dict(zip(names, row)) for row in cursor.fetchall()]
+            hits = own(dict(zip(names, row)) for row in cursor.fetchall())[:limit]
             cjk = [word for word in words if has_cjk(word)]
             if cjk and len(hits) < limit:
                 found = {hit["ref"] for hit in hits}
                 cursor = self._read.execute(
-                    "SELECT ref, tool, role, content FROM evidence WHERE session_id = ? AND ("
+                    "SELECT ref, tool, role, content, node FROM evidence WHERE session_id = ? AND ("
                     + " OR ".join("instr(lower(content), ?) > 0" for _ in cjk) + ") ORDER BY id DESC LIMIT ?",
-                    (session_id, *cjk, limit + len(found)),
+                    (session_id, *cjk, fetch + len(found)),
                 )
                 names = [c[0] for c in cursor.description]
-                more = (dict(zip(names, row)) for row in cursor.fetchall())
+                more = own(dict(zip(names, row)) for row in cursor.fetchall())
                 hits += [hit for hit in more if hit["ref"] not in found][:limit - len(hits)]
+        for hit in hits:
+            hit.pop("node", None)
         return hits
 
     def facts(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:

@@ -36,12 +36,12 @@ class Documents:
         self.documents = documents
         self.tool = tool
 
-    def evidence(self, session_id: str, ref: str) -> dict[str, Any] | None:
+    def evidence(self, session_id: str, ref: str, path: Any = None) -> dict[str, Any] | None:
         if ref not in self.documents:
             return None
         return {"ref": ref, "tool": self.tool, "role": "tool", "content": self.documents[ref]}
 
-    def search_evidence(self, session_id: str, query: str, limit: int = 5) -> list[dict[str, Any]]:
+    def search_evidence(self, session_id: str, query: str, limit: int = 5, path: Any = None) -> list[dict[str, Any]]:
         return [{"ref": ref, "tool": self.tool, "role": "tool", "content": text}
                 for ref, text in list(self.documents.items())[:limit]]
 
