@@ -31,9 +31,8 @@ from .store import Store
 from .summarize import Job, summary_text
 from .tokens import TokenCounter
 from .upstream import Reply, Stream, Upstream, context_window, route
-from .validate import check_chat, check_model, parse_json_object
+from .validate import SESSION_HEADER, check_chat, check_model, explicit_session, parse_json_object
 
-SESSION_HEADER = "x-workset-session"
 POLICY_HEADER = "x-workset-policy"
 
 
@@ -115,7 +114,7 @@ async def _chat(workset: Workset, request: Request) -> Response:
         fields["model"] = model
         caller_key = _caller_key(request)
         target = _route_for(workset, model, caller_key)
-        explicit = request.headers.get(SESSION_HEADER) or (body.get("metadata") or {}).get("session_id")
+        explicit = explicit_session(request.headers.get(SESSION_HEADER), body)
         policy_name = request.headers.get(POLICY_HEADER)
         try:
             workset.engine.policy_for(model, policy_name)
@@ -148,13 +147,14 @@ async def _chat(workset: Workset, request: Request) -> Response:
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
         _log_request(log, fields, started)
-        return json_response(error.status, error.body())
+        return error.response()
     if isinstance(result, Reply):
         fields["status"] = result.status
         _log_request(log, fields, started)
-        return Response(result.body, status_code=result.status, media_type=result.content_type, headers=headers)
+        return Response(result.body, status_code=result.status, media_type=result.content_type,
+                        headers={**result.headers, **headers})
     return StreamingResponse(_logged_stream(result, log, fields, started), media_type="text/event-stream",
-                             headers={**headers, "cache-control": "no-cache"})
+                             headers={**result.headers, **headers, "cache-control": "no-cache"})
 
 
 def _prepare(workset: Workset, body: dict[str, Any], caller: str, explicit: str | None, policy_name: str | None,
@@ -181,7 +181,8 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
     """The model may call workset_recall: answer it from the store and ask again (see proxy.recall)."""
     policy = workset.engine.policies[prepared.policy]
     resolver = Resolver(workset.store, workset.engine.counter, prepared.session_id or "", policy.recall.max_tokens,
-                        policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars)
+                        policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars,
+                        path=frozenset(prepared.branch.hashes) if prepared.branch is not None else None)
 
     async def ask(body: dict[str, Any]) -> Reply | Stream:
         return await workset.upstream.chat(target, body, caller_key, client_headers)
@@ -191,7 +192,7 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
 
     fields["recall"] = resolver.resolved  # filled in as calls are answered (the log line is written at the end)
     if isinstance(result, Reply):
-        first = Reply(result.status, result.body, result.content_type)
+        first = Reply(result.status, result.body, result.content_type, result.headers)
         try:
             result, rounds = await recall.complete(result, outgoing, ask, resolver, policy.recall.max_rounds, later)
         except WorksetError:
@@ -201,7 +202,7 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
             return first
         fields["recall_rounds"] = rounds
         return result
-    return Stream(recall.stream(result, outgoing, ask, resolver, policy.recall.max_rounds, later))
+    return Stream(recall.stream(result, outgoing, ask, resolver, policy.recall.max_rounds, later), result.headers)
 
 
 _background: set[asyncio.Task[None]] = set()  # summary jobs in flight (kept referenced until they finish)
@@ -327,10 +328,10 @@ async def _embeddings(workset: Workset, request: Request) -> Response:
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
         _log_request(log, fields, started)
-        return json_response(error.status, error.body())
+        return error.response()
     fields["status"] = reply.status
     _log_request(log, fields, started)
-    return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+    return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
 
 
 # --- helpers ------------------------------------------------------------------------------------------------------

@@ -17,24 +17,28 @@ class WorksetError(Exception):
     """An error answered to the client as is (bad input, auth, upstream unreachable or timed out)."""
 
     def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
-                 param: str | None = None) -> None:
+                 param: str | None = None, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.type = kind
         self.code = code
         self.param = param
+        self.headers = headers or {}  # the provider's retry-after, rate-limit and request-id headers, if any
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.type, self.code, self.param)
+
+    def response(self) -> Response:
+        return json_response(self.status, self.body(), self.headers)
 
 
 def bad_request(message: str, param: str | None = None, code: str = "invalid_request") -> WorksetError:
     return WorksetError(400, message, "invalid_request_error", code, param)
 
 
-def json_response(status: int, payload: dict[str, Any]) -> Response:
-    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+def json_response(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json", headers=headers)
 
 
 def sse_error(message: str, kind: str, code: str, tail: bytes = b"\n\n") -> bytes:

@@ -29,22 +29,31 @@ def message_text(message: Message) -> str:
 
 
 def tool_calls(message: Message) -> list[ToolCall]:
-    """The assistant message's tool calls (and a legacy function_call), as ToolCall records."""
+    """The assistant message's tool calls (function and custom ones, and a legacy function_call), as ToolCall
+    records; malformed entries are skipped."""
     calls: list[ToolCall] = []
     for call in message.get("tool_calls") or ():
-        if not isinstance(call, dict):
-            continue
-        function = call.get("function")
-        if not isinstance(function, dict):
-            continue
-        arguments = function.get("arguments", "")
-        if not isinstance(arguments, str):
-            arguments = str(arguments)
-        calls.append(ToolCall(id=str(call.get("id", "")), name=str(function.get("name", "")), arguments=arguments))
+        read = tool_call(call)
+        if read is not None:
+            calls.append(read)
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
         calls.append(ToolCall(id="", name=str(legacy.get("name", "")), arguments=str(legacy.get("arguments", ""))))
     return calls
+
+
+def tool_call(call: object) -> ToolCall | None:
+    """One entry of `tool_calls`: a function call {"function": {name, arguments}}, or a custom tool call
+    {"type": "custom", "custom": {name, input}} whose free-form input stands as its arguments; None if neither."""
+    if not isinstance(call, dict):
+        return None
+    custom = call.get("type") == "custom"
+    body = call.get("custom" if custom else "function")
+    if not isinstance(body, dict):
+        return None
+    arguments = body.get("input" if custom else "arguments", "")
+    return ToolCall(id=str(call.get("id", "")), name=str(body.get("name", "")),
+                    arguments=arguments if isinstance(arguments, str) else str(arguments))
 
 
 def is_tool_result(message: Message) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from .messages import tool_call
 from .records import Message
 
 # Per-message framing tokens, as in OpenAI's cookbook counting (role, separators).
@@ -99,9 +100,9 @@ class TokenCounter:
                 else:
                     # images and other parts: count their JSON; a rough but stable figure
                     total += count(orjson.dumps(part).decode())
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {} if isinstance(call, dict) else {}
-            total += TOOL_CALL_OVERHEAD + count(str(function.get("name", ""))) + count(str(function.get("arguments", "")))
+        for entry in message.get("tool_calls") or ():
+            call = tool_call(entry)  # function and custom calls alike
+            total += TOOL_CALL_OVERHEAD + (count(call.name) + count(call.arguments) if call is not None else 0)
         name = message.get("name")
         if isinstance(name, str):
             total += count(name)

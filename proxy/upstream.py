@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterable, Iterator
 
 import aiohttp
 import orjson
@@ -26,6 +26,11 @@ from .tokens import litellm_tokenizers_dir
 OPENAI_COMPATIBLE = frozenset({"openai", "custom_openai", "openai_like"})
 DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
 FORWARDED_HEADERS = ("openai-organization", "openai-project", "openai-beta")
+# Provider reply headers the client needs to pace itself and to quote in a support ticket; nothing else (hop-by-hop
+# headers, cookies, the provider's organisation) passes.
+RELAYED_HEADERS = frozenset({"retry-after", "retry-after-ms", "x-request-id", "request-id", "openai-processing-ms",
+                             "openai-version"})
+RELAYED_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 # litellm_params that say where and how to connect; the others are defaults for the request body.
 CONNECTION_PARAMS = frozenset({
     "model", "api_base", "base_url", "api_key", "custom_llm_provider", "extra_headers", "timeout",
@@ -63,6 +68,7 @@ class Reply:
     status: int
     body: bytes
     content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)  # the provider's RELAYED_HEADERS
 
 
 @dataclass
@@ -70,6 +76,7 @@ class Stream:
     """A streamed answer: headers are in (status 200), chunks still to come."""
 
     chunks: AsyncIterator[bytes]
+    headers: dict[str, str] = field(default_factory=dict)  # the provider's RELAYED_HEADERS
 
 
 class Upstream:
@@ -131,7 +138,7 @@ class Upstream:
                 headers[name] = client_headers[name]
         headers.update({str(k).lower(): str(v) for k, v in (params.get("extra_headers") or {}).items()})
         try:
-            response = await self.session().post(base + path, data=orjson.dumps(payload), headers=headers)
+            response = await self.session().post(base + path, data=encode_json(payload), headers=headers)
         except (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError) as error:
             raise WorksetError(502, f"upstream {base} unreachable: {error}", "upstream_unreachable",
                                "upstream_error") from error
@@ -153,9 +160,11 @@ class Upstream:
             finally:
                 response.release()
             if response.status >= 400:
-                return Reply(response.status, _as_openai_error(content, response.status))
-            return Reply(response.status, content, response.headers.get("content-type", "application/json"))
-        return Stream(_relay(response, base))
+                return Reply(response.status, _as_openai_error(content, response.status),
+                             headers=relayed_headers(response.headers.items()))
+            return Reply(response.status, content, response.headers.get("content-type", "application/json"),
+                         relayed_headers(response.headers.items()))
+        return Stream(_relay(response, base), relayed_headers(response.headers.items()))
 
     # --- litellm for every other provider -------------------------------------------------------------------
 
@@ -181,9 +190,10 @@ class Upstream:
 
     async def _litellm_chat(self, target: Route, body: dict[str, Any], caller_key: str | None) -> Reply | Stream:
         response = await self._litellm("acompletion", target, body, caller_key)
+        headers = _litellm_headers(response)
         if not body.get("stream"):
-            return Reply(200, orjson.dumps(response.model_dump(exclude_none=True)))
-        return Stream(_litellm_chunks(response, target.model))
+            return Reply(200, orjson.dumps(response.model_dump(exclude_none=True)), headers=headers)
+        return Stream(_litellm_chunks(response, target.model), headers)
 
 
 async def _relay(response: aiohttp.ClientResponse, base: str) -> AsyncIterator[bytes]:
@@ -214,6 +224,70 @@ async def _litellm_chunks(response: Any, model: str) -> AsyncIterator[bytes]:
         yield sse_error(mapped.message, mapped.type, mapped.code)
 
 
+def relayed_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The provider's headers a client should see (RELAYED_HEADERS, RELAYED_PREFIXES), names lowercased."""
+    kept: dict[str, str] = {}
+    for name, value in headers:
+        lower = name.lower()
+        # Printable Latin-1 only: anything else could not be written back as a header (a 500 after the answer).
+        if (lower in RELAYED_HEADERS or lower.startswith(RELAYED_PREFIXES)) and _header_safe(value):
+            kept[lower] = value
+    return kept
+
+
+def _header_safe(value: str) -> bool:
+    return value.isprintable() and all(char <= "\xff" for char in value)
+
+
+def encode_json(value: Any) -> bytes:
+    """The body as JSON bytes. orjson stops at 254 levels of nesting while a client's JSON may go to 1024 (the
+    depth validate.parse_json_object accepts), so deeper bodies are written by an iterative encoder: workset
+    forwards whatever it accepted, and the provider decides about the depth."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return _encode_iteratively(value)
+
+
+def _encode_iteratively(value: Any) -> bytes:
+    """JSON for any depth of plain JSON data (dict, list, str, int, float, bool, None), with an explicit stack."""
+    out: list[bytes] = []
+    # Each entry: (iterator over a container's items, closing bracket, is the container a dict, items written so far)
+    stack: list[tuple[Iterator[Any], bytes, bool, list[int]]] = []
+    pending: list[Any] = [value]
+    while pending or stack:
+        if pending:
+            item = pending.pop()
+            if isinstance(item, dict):
+                out.append(b"{")
+                stack.append((iter(item.items()), b"}", True, [0]))
+            elif isinstance(item, (list, tuple)):
+                out.append(b"[")
+                stack.append((iter(item), b"]", False, [0]))
+            else:
+                out.append(orjson.dumps(item) if not isinstance(item, int) or isinstance(item, bool) else
+                           str(item).encode())
+            continue
+        items, closing, is_dict, written = stack[-1]
+        entry = next(items, _END)
+        if entry is _END:
+            out.append(closing)
+            stack.pop()
+            continue
+        if written[0]:
+            out.append(b",")
+        written[0] += 1
+        if is_dict:
+            out.append(orjson.dumps(str(entry[0])) + b":")
+            pending.append(entry[1])
+        else:
+            pending.append(entry)
+    return b"".join(out)
+
+
+_END = object()  # the end of a container's items in _encode_iteratively
+
+
 def _as_openai_error(content: bytes, status: int) -> bytes:
     """Provider errors pass through when already OpenAI-shaped; anything else is wrapped, text kept."""
     try:
@@ -232,13 +306,40 @@ def litellm_error(error: Exception) -> WorksetError:
     message = str(getattr(error, "message", "") or error)
     if name == "Timeout" or isinstance(error, asyncio.TimeoutError):
         return WorksetError(504, f"upstream timed out: {message}", "upstream_timeout", "timeout")
-    if name == "APIConnectionError":
+    if name == "APIConnectionError" or _connection_failed(error):
         return WorksetError(502, f"upstream unreachable: {message}", "upstream_unreachable", "upstream_error")
     status = getattr(error, "status_code", None)
     if isinstance(status, int) and 400 <= status < 600:
         kind = "invalid_request_error" if status == 400 else "upstream_error"
-        return WorksetError(status, message, kind, str(getattr(error, "code", None) or status))
+        headers = getattr(error, "litellm_response_headers", None) or getattr(getattr(error, "response", None),
+                                                                              "headers", None)
+        return WorksetError(status, message, kind, str(getattr(error, "code", None) or status),
+                            headers=relayed_headers(headers.items()) if hasattr(headers, "items") else None)
     return WorksetError(502, f"upstream call failed: {name}: {message}", "upstream_error", "upstream_error")
+
+
+def _litellm_headers(response: Any) -> dict[str, str]:
+    """The provider's headers of a litellm answer: litellm keeps them as `llm_provider-<name>` in its hidden
+    params."""
+    hidden = getattr(response, "_hidden_params", None)
+    extra = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+    if not isinstance(extra, dict):
+        return {}
+    prefix = "llm_provider-"
+    return relayed_headers((str(k)[len(prefix):], str(v)) for k, v in extra.items() if str(k).startswith(prefix))
+
+
+def _connection_failed(error: BaseException) -> bool:
+    """Whether the provider could not be reached at all. litellm reports a refused connection to Anthropic as an
+    InternalServerError (status 500); the connection error is further down its chain of causes."""
+    link: BaseException | None = error
+    for _ in range(8):  # a few links: litellm wraps the transport error two or three times
+        if link is None:
+            return False
+        if isinstance(link, (ConnectionError, aiohttp.ClientConnectorError)) or type(link).__name__ == "ConnectError":
+            return True
+        link = link.__cause__ or link.__context__
+    return False
 
 
 _litellm_module: Any = None

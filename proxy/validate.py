@@ -9,6 +9,8 @@ import orjson
 from .errors import bad_request
 from .messages import KNOWN_ROLES
 
+SESSION_HEADER = "x-workset-session"
+
 
 def parse_json_object(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
@@ -76,11 +78,14 @@ def _check_tool_calls(index: int, calls: Any) -> None:
         where = f"messages[{index}].tool_calls"
         raise bad_request(f"{where} must be an array", param=where, code="invalid_type")
     for number, call in enumerate(calls):
-        function = call.get("function") if type(call) is dict else None
-        if type(function) is not dict or type(function.get("name")) is not str:
+        # A function call {"function": {name, arguments}}, or a custom tool call {"type": "custom", "custom":
+        # {name, input}} (free-form input, GPT-5 custom tools).
+        custom = type(call) is dict and call.get("type") == "custom"
+        body = call.get("custom" if custom else "function") if type(call) is dict else None
+        if type(body) is not dict or type(body.get("name")) is not str:
             where = f"messages[{index}].tool_calls[{number}]"
-            raise bad_request(f"{where} must be an object with a function {{name, arguments}}", param=where,
-                              code="invalid_type")
+            shape = "a custom {name, input}" if custom else "a function {name, arguments}"
+            raise bad_request(f"{where} must be an object with {shape}", param=where, code="invalid_type")
 
 
 def _check_metadata(body: dict[str, Any]) -> None:
@@ -89,6 +94,32 @@ def _check_metadata(body: dict[str, Any]) -> None:
         raise bad_request(f"'metadata' must be an object, got {_kind(metadata)}", param="metadata", code="invalid_type")
     if isinstance(metadata, dict) and "session_id" in metadata and not isinstance(metadata["session_id"], str):
         raise bad_request("'metadata.session_id' must be a string", param="metadata.session_id", code="invalid_type")
+
+
+MAX_SESSION_ID_CHARS = 512  # OpenAI's limit for a metadata value, so any id a client can send there fits
+
+
+def explicit_session(header: str | None, body: dict[str, Any]) -> str | None:
+    """The client's own session id: the x-workset-session header, else metadata.session_id, without surrounding
+    whitespace; None when both are absent or blank. It is echoed in a response header, so anything but printable
+    ASCII is a 400 here, before the provider is called (not a failed response after it answered)."""
+    if header is not None and header.strip():
+        value, where = header, SESSION_HEADER
+    else:
+        metadata = body.get("metadata")
+        value = metadata.get("session_id") if isinstance(metadata, dict) else None
+        where = "metadata.session_id"
+        if not isinstance(value, str) or not value.strip():
+            return None
+    value = value.strip()
+    if len(value) > MAX_SESSION_ID_CHARS:
+        raise bad_request(f"{where} is {len(value)} characters long; at most {MAX_SESSION_ID_CHARS} are accepted",
+                          param=where, code="invalid_value")
+    for position, char in enumerate(value):
+        if not " " <= char <= "~":
+            raise bad_request(f"{where} must be printable ASCII (it is echoed in the {SESSION_HEADER} response "
+                              f"header); found {char!r} at position {position}", param=where, code="invalid_value")
+    return value
 
 
 def _kind(value: Any) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from .extract.text import flat, one_line
-from .messages import PINNED_ROLES, is_tool_result, message_text
+from .messages import PINNED_ROLES, is_tool_result, message_text, tool_call
 from .observations import action_command, prose_of
 from .policy import Policy
 from .records import Message
@@ -660,16 +660,19 @@ def digest_lines(conversation: Conversation, unit: tuple[int, int], policy: Poli
     if role != "assistant" or not calls:
         return lines
     results = {messages[i].get("tool_call_id"): i for i in range(unit[0] + 1, unit[1] + 1)}
-    for call in calls:
-        function = call.get("function") or {}
-        arguments = one_line(str(function.get("arguments", "")), rules.arguments_chars)
-        result = results.get(call.get("id"))
+    for entry in calls:
+        call = tool_call(entry)  # function and custom calls alike
+        if call is None:
+            continue
+        arguments = one_line(call.arguments, rules.arguments_chars)
+        name = call.name or "tool"
+        result = results.get(call.id)
         if result is None:
-            lines.append(f"- turn {unit[0]} {function.get('name', 'tool')} {arguments}")
+            lines.append(f"- turn {unit[0]} {name} {arguments}")
             continue
         outcome = conversation.outcomes[result] or "ok"
         gist = one_line(conversation.gists[result], rules.gist_chars)
-        lines.append(f"- turn {unit[0]} {function.get('name', 'tool')} {arguments} -> {outcome}: {gist} [ref:{conversation.refs[result]}]")
+        lines.append(f"- turn {unit[0]} {name} {arguments} -> {outcome}: {gist} [ref:{conversation.refs[result]}]")
     return lines
 
 

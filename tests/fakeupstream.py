@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -85,6 +86,7 @@ class Completion:
     pieces: list[str] | None = None  # streamed content deltas; None: content split after each word
     chunk_delay: float = 0.0  # seconds between streamed chunks, to observe chunks one by one
     model: str | None = None  # None: echo the requested model
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. {"x-request-id": "req_1"}, streamed or not
 
     def __post_init__(self) -> None:
         if self.pieces is None:
@@ -216,6 +218,8 @@ class FakeUpstream:
             parsed = json.loads(raw) if raw else {}
         except ValueError:
             parsed = {}
+        except RecursionError:  # nested deeper than json reads (about 1,000 levels); orjson reads up to 1,024
+            parsed = orjson.loads(raw)
         headers = {k: ", ".join(request.headers.getlist(k)) for k in request.headers.keys()}
         rec = Recorded(
             path=request.url.path,
@@ -270,8 +274,9 @@ class FakeUpstream:
             whole = json.dumps(self._completion_json(partial, body)).encode()
             return _Send("application/json", [whole[: len(whole) // 2]], 0.0, rec, complete=False)
         if streaming:
-            return _Send("text/event-stream", self._stream_events(reply, body), reply.chunk_delay, rec)
-        return JSONResponse(self._completion_json(reply, body))
+            return _Send("text/event-stream", self._stream_events(reply, body), reply.chunk_delay, rec,
+                         headers=reply.headers)
+        return JSONResponse(self._completion_json(reply, body), headers=reply.headers)
 
     def _tool_calls_json(self, reply: Completion, number: int) -> list[dict[str, Any]]:
         return [
@@ -382,7 +387,10 @@ def _rough_tokens(text: str) -> int:
 def _usage(reply: Completion, body: dict[str, Any]) -> Usage:
     if reply.usage is not None:
         return reply.usage
-    prompt = json.dumps(body.get("messages", [])) + json.dumps(body.get("tools", []))
+    try:
+        prompt = json.dumps(body.get("messages", [])) + json.dumps(body.get("tools", []))
+    except RecursionError:  # nested past json's reach: a fixed rough count will do
+        prompt = "x" * 4000
     completion = (reply.content or "") + "".join(c.name + c.arguments for c in reply.tool_calls)
     return Usage(_rough_tokens(prompt), _rough_tokens(completion))
 
@@ -412,11 +420,13 @@ class _Send:
     delay: float
     rec: Recorded
     complete: bool = True  # False: return mid-response, which makes uvicorn close the socket
+    headers: dict[str, str] = field(default_factory=dict)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gone = asyncio.ensure_future(_until_disconnect(receive))
         try:
             headers = [(b"content-type", self.media_type.encode()), (b"cache-control", b"no-cache")]
+            headers += [(name.encode(), value.encode("latin-1")) for name, value in self.headers.items()]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             for i, part in enumerate(self.parts):
                 if i and self.delay:

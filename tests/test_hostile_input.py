@@ -1,0 +1,229 @@
+"""Odd but valid requests are forwarded, invalid ones get a clear OpenAI-style 400 before the provider is called,
+and the provider's pacing and request-id headers reach the client (issue 9, items 3 and 4)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from fakeupstream import Completion, Error
+
+pytestmark = pytest.mark.e2e
+
+CHAT = "/v1/chat/completions"
+PATCH = "*** Begin Patch\n*** Update File: src/parser.py\n@@\n-    return None\n+    return tokens\n*** End Patch"
+
+
+def custom_call_turns(step: int, words: int = 60) -> list[dict[str, Any]]:
+    """One GPT-5 custom tool call (free-form input, no JSON arguments) and its result."""
+    call_id = f"call_patch_{step}"
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "custom", "custom": {"name": "apply_patch", "input": PATCH + f"\n# step {step}"}}]},
+        {"role": "tool", "tool_call_id": call_id,
+         "content": f"Done! Updated src/parser.py (step {step}). " + " ".join(f"line{step}x{i}" for i in range(words))},
+    ]
+
+
+def with_nesting(body: dict[str, Any], depth: int) -> bytes:
+    """The body as JSON, every "NEST" string replaced by ["bottom"] nested `depth` levels deep (written by hand:
+    json.dumps itself stops near 1,000 levels)."""
+    return json.dumps(body).replace('"NEST"', "[" * depth + '"bottom"' + "]" * depth).encode()
+
+
+def post(proxy: Any, body: dict[str, Any] | bytes, **headers: str) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(proxy.url + CHAT, content=content, timeout=20,
+                      headers={"content-type": "application/json", "authorization": "Bearer sk-test", **headers})
+
+
+def assert_openai_400(response: httpx.Response, needle: str) -> dict[str, Any]:
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert needle in error["message"] and error["type"] == "invalid_request_error" and error["code"]
+    return error
+
+
+# --- custom tool calls ----------------------------------------------------------------------------------------------
+
+
+def test_custom_tool_call_is_forwarded_as_sent(proxy: Any, fake: Any) -> None:
+    messages = [{"role": "system", "content": "You are a coding agent."},
+                {"role": "user", "content": "Fix the parser."}, *custom_call_turns(0)]
+    tools = [{"type": "custom", "custom": {"name": "apply_patch", "description": "apply a patch"}}]
+    completion = proxy.client().chat.completions.create(model="gpt-test", messages=messages, tools=tools)
+    assert completion.choices[0].message.content
+    received = fake.chat_requests()[-1].body
+    assert received["messages"] == messages and received["tools"] == tools
+
+
+def test_long_run_of_custom_tool_calls_is_compacted_with_its_patches_counted(proxy: Any, fake: Any,
+                                                                             capsys: Any) -> None:
+    client = proxy.client()
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."},
+                                      {"role": "user", "content": "Fix the parser. Never edit tests."}]
+    compacted = 0
+    for step in range(30):
+        messages += custom_call_turns(step)
+        raw = client.chat.completions.with_raw_response.create(model="small-model", messages=messages)
+        compacted += raw.headers.get("x-workset-compacted") == "1"
+    err = capsys.readouterr().err
+    assert "workset_step_failed" not in err and "ingest_failed" not in err  # workset's own steps ran, no fail open
+    assert compacted >= 1
+    sent = fake.chat_requests()[-1].body["messages"]
+    # pairs stay whole: every tool result forwarded follows the custom call that asked for it
+    asked = {c["id"] for m in sent if m.get("role") == "assistant" for c in m.get("tool_calls") or ()}
+    assert all(m["tool_call_id"] in asked for m in sent if m.get("role") == "tool")
+    assert any(c.get("type") == "custom" for m in sent for c in m.get("tool_calls") or ())
+    assert "apply_patch *** Begin Patch" in json.dumps(sent)  # the digest names the folded calls and their input
+
+
+def test_custom_tool_call_input_counts_toward_the_budget(proxy: Any, fake: Any) -> None:
+    def tokens(patch: str) -> int:
+        turns = custom_call_turns(0)
+        turns[0]["tool_calls"][0]["custom"]["input"] = patch
+        raw = proxy.client().chat.completions.with_raw_response.create(
+            model="gpt-test", messages=[{"role": "user", "content": "Fix it."}, *turns])
+        return int(raw.headers["x-workset-tokens-original"])
+
+    big_patch = PATCH + "\n" + "\n".join(f"+    value_{i} = compute({i})" for i in range(300))
+    assert tokens(big_patch) - tokens(PATCH) > 2000
+
+
+@pytest.mark.parametrize("call, needle", [
+    ({"id": "c1", "type": "custom", "custom": "apply_patch"}, "custom {name, input}"),
+    ({"id": "c1", "type": "custom", "function": {"name": "bash", "arguments": "{}"}}, "custom {name, input}"),
+    ({"id": "c1", "type": "function", "custom": {"name": "bash", "input": "ls"}}, "function {name, arguments}"),
+])
+def test_malformed_tool_call_is_a_400(proxy: Any, fake: Any, call: dict[str, Any], needle: str) -> None:
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": "x"},
+                                              {"role": "assistant", "tool_calls": [call]}]}
+    assert_openai_400(post(proxy, body), needle)
+    assert not fake.chat_requests()
+
+
+# --- nesting --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [300, 1000])
+def test_json_nested_deeper_than_orjson_writes_is_forwarded(proxy: Any, fake: Any, depth: int) -> None:
+    schema_field = {"type": "object", "properties": {"deep": {"enum": ["NEST"]}}}
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"},
+                                              {"role": "user", "content": [{"type": "text", "text": "again",
+                                                                            "extra": "NEST"}]}],
+            "tools": [{"type": "function", "function": {"name": "t", "parameters": schema_field}}]}
+    response = post(proxy, with_nesting(body, depth))
+    assert response.status_code == 200, response.text
+    raw = fake.chat_requests()[-1].raw
+    assert raw.count(b"[") >= 2 * depth and b'"bottom"' in raw
+    assert b"again" in raw and b'"name":"t"' in raw.replace(b" ", b"")
+
+
+def test_json_nested_past_the_parser_limit_is_a_400(proxy: Any, fake: Any) -> None:
+    body = b'{"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}], "x": ' + b"[" * 1100 + b"]" * 1100 + b"}"
+    assert_openai_400(post(proxy, body), "depth limit")
+    assert not fake.chat_requests()
+
+
+# --- explicit session ids -------------------------------------------------------------------------------------------
+
+
+def test_session_id_is_trimmed(proxy: Any, fake: Any) -> None:
+    conversation = [{"role": "user", "content": "hi"}]
+    for padded in ("  run-7\t", "run-7 "):  # the same id with other spaces around it: one session
+        response = post(proxy, {"model": "gpt-test", "messages": conversation,
+                                "metadata": {"session_id": padded, "tag": "x"}})
+        assert response.headers["x-workset-session"] == "run-7"
+        assert fake.chat_requests()[-1].body["metadata"] == {"tag": "x"}
+        conversation = [*conversation, response.json()["choices"][0]["message"], {"role": "user", "content": "more"}]
+    proxy.flush()
+    assert len(proxy.engine.store.sessions()) == 1
+
+
+def test_blank_session_id_means_an_implicit_session(proxy: Any, fake: Any) -> None:
+    response = post(proxy, {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}],
+                            "metadata": {"session_id": "   "}})
+    assert response.status_code == 200 and response.headers["x-workset-session"].strip()
+    assert "metadata" not in fake.chat_requests()[-1].body
+
+
+@pytest.mark.parametrize("session_id, needle", [
+    ("sessão-1", "printable ASCII"),
+    ("会话", "printable ASCII"),
+    ("run\r\nx-evil: 1", "printable ASCII"),
+    ("run\x00", "printable ASCII"),
+    ("r" * 600, "at most 512"),
+])
+def test_unusable_session_id_in_metadata_is_a_400_before_the_provider(proxy: Any, fake: Any, session_id: str,
+                                                                      needle: str) -> None:
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}], "metadata": {"session_id": session_id}}
+    error = assert_openai_400(post(proxy, body), needle)
+    assert error["param"] == "metadata.session_id"
+    assert not fake.chat_requests()
+
+
+def test_non_ascii_session_header_is_a_400_before_the_provider(proxy: Any, fake: Any) -> None:
+    response = httpx.post(proxy.url + CHAT, timeout=20, json={"model": "gpt-test",
+                                                               "messages": [{"role": "user", "content": "hi"}]},
+                          headers=[(b"x-workset-session", "sessão".encode())])
+    assert assert_openai_400(response, "printable ASCII")["param"] == "x-workset-session"
+    assert not fake.chat_requests()
+
+
+# --- provider headers -----------------------------------------------------------------------------------------------
+
+PACING = {"retry-after": "7", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-tokens": "6s",
+          "x-request-id": "req_abc123", "openai-processing-ms": "12"}
+
+
+def assert_relayed(headers: httpx.Headers) -> None:
+    for name, value in PACING.items():
+        assert headers.get(name) == value, name
+    assert "x-provider-internal" not in headers  # only the pacing and request-id headers pass
+
+
+def test_rate_limit_headers_reach_the_client_on_a_429(proxy: Any, fake: Any) -> None:
+    fake.script(Error(429, "slow down", "rate_limit_error", "rate_limited",
+                      headers={**PACING, "x-provider-internal": "secret"}))
+    with pytest.raises(openai.RateLimitError) as caught:
+        proxy.client().chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "x"}])
+    assert_relayed(caught.value.response.headers)
+
+
+def test_provider_headers_reach_the_client_on_success_plain_and_streamed(proxy: Any, fake: Any) -> None:
+    fake.script(Completion("plain", headers={**PACING, "x-provider-internal": "secret"}),
+                Completion("streamed", headers={**PACING, "x-provider-internal": "secret"}))
+    client = proxy.client()
+    raw = client.chat.completions.with_raw_response.create(model="gpt-test", messages=[{"role": "user", "content": "a"}])
+    assert raw.parse().choices[0].message.content == "plain"
+    assert_relayed(raw.headers)
+    assert raw.headers["x-workset-session"]  # workset's own headers still there
+    with client.chat.completions.with_streaming_response.create(
+            model="gpt-test", messages=[{"role": "user", "content": "b"}], stream=True) as streamed:
+        assert_relayed(streamed.headers)
+        text = "".join(c.choices[0].delta.content or "" for c in streamed.parse() if c.choices)
+    assert text == "streamed"
+
+
+def test_provider_headers_that_cannot_be_written_back_are_dropped(proxy: Any, fake: Any) -> None:
+    fake.script(Completion("ok", headers={"x-request-id": "req\u00e9", "x-ratelimit-limit-requests": "10"}))
+    response = post(proxy, {"model": "gpt-test", "messages": [{"role": "user", "content": "x"}]})
+    assert response.status_code == 200 and response.headers["x-ratelimit-limit-requests"] == "10"
+
+
+# --- the litellm path -----------------------------------------------------------------------------------------------
+
+
+def test_unreachable_anthropic_endpoint_is_502(start_proxy: Any, fake: Any) -> None:
+    from servers import free_port
+
+    proxy = start_proxy(model_list=[{"model_name": "anthropic/*", "litellm_params": {
+        "model": "anthropic/*", "api_base": f"http://127.0.0.1:{free_port()}"}}],
+        upstream={"timeout_s": 10, "connect_timeout_s": 2})
+    with pytest.raises(openai.APIStatusError) as caught:
+        proxy.client().chat.completions.create(model="anthropic/claude-test", max_tokens=5,
+                                               messages=[{"role": "user", "content": "x"}])
+    assert caught.value.status_code == 502 and "unreachable" in caught.value.message
