@@ -6,8 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable
 
-import orjson
-
+from .jsonbytes import encode_json
 from .records import Message
 
 REF_LENGTH = 12
@@ -25,7 +24,7 @@ def root_hash(caller: str, explicit_session: str | None) -> str:
 
 def node_hash(parent: str, message: Message) -> str:
     digest = hashlib.blake2b(parent.encode(), digest_size=16)
-    digest.update(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
+    digest.update(encode_json(message, sort_keys=True))  # any depth the proxy accepts, keys in order
     return digest.hexdigest()
 
 

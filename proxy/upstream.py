@@ -14,7 +14,7 @@ import asyncio
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable, Iterator
+from typing import Any, AsyncIterator, Iterable
 
 import aiohttp
 import orjson
@@ -22,6 +22,7 @@ import orjson
 from .config import Deployment, UpstreamSettings
 from .errors import WorksetError, error_body, sse_error
 from .tokens import litellm_tokenizers_dir
+from .jsonbytes import encode_json
 
 OPENAI_COMPATIBLE = frozenset({"openai", "custom_openai", "openai_like"})
 DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
@@ -237,55 +238,6 @@ def relayed_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def _header_safe(value: str) -> bool:
     return value.isprintable() and all(char <= "\xff" for char in value)
-
-
-def encode_json(value: Any) -> bytes:
-    """The body as JSON bytes. orjson stops at 254 levels of nesting while a client's JSON may go to 1024 (the
-    depth validate.parse_json_object accepts), so deeper bodies are written by an iterative encoder: workset
-    forwards whatever it accepted, and the provider decides about the depth."""
-    try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        return _encode_iteratively(value)
-
-
-def _encode_iteratively(value: Any) -> bytes:
-    """JSON for any depth of plain JSON data (dict, list, str, int, float, bool, None), with an explicit stack."""
-    out: list[bytes] = []
-    # Each entry: (iterator over a container's items, closing bracket, is the container a dict, items written so far)
-    stack: list[tuple[Iterator[Any], bytes, bool, list[int]]] = []
-    pending: list[Any] = [value]
-    while pending or stack:
-        if pending:
-            item = pending.pop()
-            if isinstance(item, dict):
-                out.append(b"{")
-                stack.append((iter(item.items()), b"}", True, [0]))
-            elif isinstance(item, (list, tuple)):
-                out.append(b"[")
-                stack.append((iter(item), b"]", False, [0]))
-            else:
-                out.append(orjson.dumps(item) if not isinstance(item, int) or isinstance(item, bool) else
-                           str(item).encode())
-            continue
-        items, closing, is_dict, written = stack[-1]
-        entry = next(items, _END)
-        if entry is _END:
-            out.append(closing)
-            stack.pop()
-            continue
-        if written[0]:
-            out.append(b",")
-        written[0] += 1
-        if is_dict:
-            out.append(orjson.dumps(str(entry[0])) + b":")
-            pending.append(entry[1])
-        else:
-            pending.append(entry)
-    return b"".join(out)
-
-
-_END = object()  # the end of a container's items in _encode_iteratively
 
 
 def _as_openai_error(content: bytes, status: int) -> bytes:

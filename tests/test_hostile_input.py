@@ -227,3 +227,19 @@ def test_unreachable_anthropic_endpoint_is_502(start_proxy: Any, fake: Any) -> N
         proxy.client().chat.completions.create(model="anthropic/claude-test", max_tokens=5,
                                                messages=[{"role": "user", "content": "x"}])
     assert caught.value.status_code == 502 and "unreachable" in caught.value.message
+
+
+def test_a_message_nested_past_orjsons_depth_hashes_like_any_other() -> None:
+    """Hashing is what resolves a conversation: a deep message must hash (deterministically), not fail open."""
+    from proxy.hashing import node_hash
+
+    def deep(levels: int, leaf: str) -> dict:
+        value: dict = {"leaf": leaf}
+        for level in range(levels):
+            value = {"level": level, "inner": value}
+        return {"role": "user", "content": "see the schema", "schema": value}
+
+    assert node_hash("root", deep(400, "a")) == node_hash("root", deep(400, "a"))
+    assert node_hash("root", deep(400, "a")) != node_hash("root", deep(400, "b"))
+    shallow = {"role": "user", "content": "hi", "name": "x"}
+    assert node_hash("root", shallow) == node_hash("root", dict(reversed(list(shallow.items()))))  # keys in order
