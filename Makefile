@@ -25,6 +25,7 @@ test: install
 
 bench: install
 	$(BIN)/python -m bench.latency
+	$(BIN)/python -m bench.adversarial
 
 # Every preset and the baselines on the shared traces. tau-dev runs under a 5,500-token budget: small enough to
 # force compaction on its longer runs (its 14 tool definitions alone take 1,366 tokens, the policy prompt 1,252).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -69,7 +71,18 @@ class TokenCounter:
     def text(self, text: str) -> int:
         if not text:
             return 0
-        return len(self.encoding.encode_ordinary(text))
+        return len(self.encode(text))
+
+    def encode(self, text: str) -> list[int]:
+        """The text's tokens. tiktoken's pre-tokenizer is quadratic on a long run of spaces and panics (an
+        exception `except Exception` does not catch) past about a megabyte of them, so such runs are encoded in
+        pieces of SPACE_PIECE: the pieces decode to the same text, and only the count inside the run may differ."""
+        if SPACE_BLOCK not in text:
+            return self.encoding.encode_ordinary(text)
+        tokens: list[int] = []
+        for piece in _space_pieces(text):
+            tokens.extend(self.encoding.encode_ordinary(piece))
+        return tokens
 
     def cached_text(self, text: str) -> int:
         """For texts workset generates (placeholders, digests): counted once, then looked up."""
@@ -82,7 +95,7 @@ class TokenCounter:
 
     def head(self, text: str, limit: int) -> tuple[str, int]:
         """The first `limit` tokens of `text`, and how many tokens were left out."""
-        tokens = self.encoding.encode_ordinary(text)
+        tokens = self.encode(text)
         if len(tokens) <= limit:
             return text, 0
         return self.encoding.decode(tokens[:limit], errors="replace"), len(tokens) - limit
@@ -165,10 +178,31 @@ def _render_type(prop: Any, indent: int) -> str:
         kind if isinstance(kind, str) else "", "any")
 
 
+SPACE_PIECE = 256  # a run of spaces at least this long is encoded in pieces of this size (see TokenCounter.encode)
+SPACE_BLOCK = " " * SPACE_PIECE
+_NOT_SPACE = re.compile(r"[^ ]")
+
+
+def _space_pieces(text: str) -> Iterator[str]:
+    """The text cut inside every run of SPACE_PIECE spaces or more, every SPACE_PIECE characters: linear (C-level
+    searches for the runs and their ends)."""
+    start = 0
+    run = text.find(SPACE_BLOCK)
+    while run != -1:
+        after = _NOT_SPACE.search(text, run)
+        end = after.start() if after else len(text)
+        for cut in range(run + SPACE_PIECE, end, SPACE_PIECE):
+            yield text[start:cut]
+            start = cut
+        run = text.find(SPACE_BLOCK, end)
+    yield text[start:]
+
+
 class Excerpter:
     """Head and tail of an oversized text, cut on token boundaries; memoised because recent outputs recur every call."""
 
     def __init__(self, counter: TokenCounter, cache_size: int = 1024) -> None:
+        self._counter = counter
         self._encoding = counter.encoding
         self._cache: dict[tuple[str, int, int], tuple[str, str, int]] = {}
         self._cache_size = cache_size
@@ -179,7 +213,7 @@ class Excerpter:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        tokens = self._encoding.encode_ordinary(text)
+        tokens = self._counter.encode(text)
         elided = max(0, len(tokens) - head_tokens - tail_tokens)
         if elided == 0:
             result = (text, "", 0)

@@ -10,11 +10,12 @@ from .text import clip, clip_middle, collapse
 
 MAX_GIST_CHARS = 600  # the stored gist line (policies show less); the size note is appended after it
 MAX_VERIFICATION_KEY_CHARS = 100
+MAX_COMMAND_SCAN_CHARS = 20_000  # of a longer command (here-documents removed) only its head and tail are read
 _RC_PROBE_LINES = 2  # exit-code notes are looked for only this many lines from either end
 
 _RETURNCODE_TAG = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _EXIT_NOTE = re.compile(
-    r"\b(?:exit(?:ed)?(?: with)?|return(?:ed)?)[ _-]?(?:code|status)\b\s*[:=]?\s*(-?\d+)"
+    r"\b(?:exit(?:ed)?(?: with)?|return(?:ed)?)[ _-]?(?:code|status)\b\s*(?:[:=]\s*)?(-?\d+)"  # not \s*[:=]?\s*
     r"|\breturned non-zero exit status (\d+)",
     re.I,
 )
@@ -46,12 +47,19 @@ _TEST_COMMAND = re.compile(
     r"\b(?:py\.?test|pytest|unittest|tox|nox|runtests(?:\.py)?|manage\.py\s+test|(?:g?make)\s+(?:test|check)\w*|"
     r"(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test|go\s+test|cargo\s+(?:test|nextest)|mvn\s+\S*test|gradlew?\s+test|"
     r"ctest|rspec|phpunit|jest|vitest|mocha)\b"
-    r"|\bpython[\d.]*\s+(?:-\S+\s+)*\S*?(?:test|reproduce|verify)\w*\.py\b",
+    # bounded repeats: with `(?:-\S+\s+)*\S*?` every "python" inside "-python -python …" rescanned the rest
+    r"|\bpython[\d.]*\s+(?:-\S{1,80}\s+){0,8}\S{0,200}?(?:test|reproduce|verify)\w{0,100}\.py\b",
     re.I,
 )
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
-_SEGMENT_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
-_DISPLAY_TAIL = re.compile(r"\s*(?:\d?>&\d|2>\s*/dev/null)|\s*\|\s*(?:head|tail|grep|less|more|cat|tee)\b.*$")
+# Shell separators, and what only changes how output is shown (`2>&1`, `| tail -5`). The whitespace around them
+# belongs to the match, but a leading `\s*` in a search is quadratic on a long blank run: the patterns find the
+# separator itself and `_separators` / `_without_display_tail` extend the span over the whitespace in one pass.
+_SEPARATOR = re.compile(r"&&|\|\||;|\n")
+_SEPARATOR_AFTER_BLANKS = ("&&", "||", ";")
+_BLANKS = re.compile(r"\s*")
+_REDIRECT = re.compile(r"\d?>&\d|2>\s*/dev/null")
+_PIPE_TO_VIEWER = re.compile(r"\|\s*(?:head|tail|grep|less|more|cat|tee)\b")
 # A segment that reads or searches files mentions "pytest" without running it.
 _NOT_A_RUNNER = re.compile(
     r"^(?:sudo\s+)?(?:grep|egrep|rg|ag|find|cat|ls|sed|awk|echo|printf|head|tail|git|pip\d*|wc|diff|cp|mv|rm|"
@@ -68,9 +76,14 @@ _PASSED_MARKS = (
     "PASSED", "\nOK\n", "\nOK (", "ll tests passed", "ests passed", "est passed", "\nok ", "\nok\t", "test result: ok",
 )  # fmt: skip
 _TEST_WORDS = ("test", "tox", "nox", "check", "reproduce", "verify", "rspec", "jest", "mocha", "phpunit")
-_FAILED_COUNT = re.compile(r"[1-9]\d* (?:failed|errors?)\b")  # pytest: "1 failed", "2 errors"
-_PASSED_COUNT = re.compile(r"[1-9]\d* passed\b")
-_PYTEST_SUMMARY = re.compile(r"^=+ .*\b(?:passed|failed|errors?|skipped)\b.* in [\d.]+s.*=+$", re.M)
+# pytest: "1 failed", "2 errors". Matched from the start of a digit run only (`(?<!\d)0*`): a start inside a long
+# run rescans the rest of it.
+_FAILED_COUNT = re.compile(r"(?<!\d)0*[1-9]\d* (?:failed|errors?)\b")
+_PASSED_COUNT = re.compile(r"(?<!\d)0*[1-9]\d* passed\b")
+# A pytest summary line `=+ … passed|failed|errors|skipped … in 0.12s … =+`, read line by line (see
+# `_pytest_summary`): as one pattern its `.*` runs backtrack against each other.
+_SUMMARY_WORD = re.compile(r"\b(?:passed|failed|errors?|skipped)\b")
+_SUMMARY_DURATION = re.compile(r" in [\d.]+s")
 _UNITTEST_FAILED = re.compile(r"^FAILED \((?:failures|errors)=\d+.*\)$", re.M)
 
 
@@ -88,7 +101,12 @@ def return_code(text: str, head: list[str], tail: list[str]) -> int | None:
 
 
 def _is_meaningful(line: str) -> bool:
-    return bool(line) and not _WRAPPER.match(line) and _ALNUM.search(line) is not None
+    if not line or _WRAPPER.match(line):
+        return False
+    # a long line is shown as its head and tail (see `_clean`): only they are looked at
+    edge = _LONG_LINE_CHARS // 2
+    return _ALNUM.search(line, 0, edge) is not None or (len(line) > edge and _ALNUM.search(line, len(line) - edge)
+                                                          is not None)
 
 
 def _clean(line: str) -> str:
@@ -230,8 +248,22 @@ def _traceback_exception(text: str) -> str | None:
 
 def _summary_failure(text: str) -> str | None:
     window = text[-_TAIL_CHARS:]
-    match = _PYTEST_SUMMARY.search(window) or _UNITTEST_FAILED.search(window)
+    summary = next((line for line in window.split("\n") if _is_pytest_summary(line)), None)
+    if summary is not None:
+        return summary.strip("= ")
+    match = _UNITTEST_FAILED.search(window)
     return match.group().strip("= ") if match else None
+
+
+def _is_pytest_summary(line: str) -> bool:
+    """`^=+ .*\\b(?:passed|failed|errors?|skipped)\\b.* in [\\d.]+s.*=+$` on one line, in linear time."""
+    if not (line.startswith("=") and line.endswith("=")):
+        return False
+    body = line.lstrip("=")
+    if not body.startswith(" "):
+        return False
+    word = _SUMMARY_WORD.search(body)  # the first one leaves the most room for the duration after it
+    return word is not None and _SUMMARY_DURATION.search(body, word.end()) is not None
 
 
 def _first_error(text: str) -> str | None:
@@ -310,24 +342,73 @@ def runner_command(command: str) -> str | None:
     if not any(word in lowered for word in _TEST_WORDS) or not _TEST_COMMAND.search(command):
         return None
     script = _without_heredocs(command)
-    separators = list(_SEGMENT_SPLIT.finditer(script))
-    starts = [0] + [m.end() for m in separators]
-    ends = [m.start() for m in separators] + [len(script)]
+    if len(script) > MAX_COMMAND_SCAN_CHARS:
+        script = script[: MAX_COMMAND_SCAN_CHARS // 2] + "\n" + script[-MAX_COMMAND_SCAN_CHARS // 2 :]
+    separators = _separators(script)
+    starts = [0] + [end for _, end in separators]
+    ends = [start for start, _ in separators] + [len(script)]
     quoted = _inside_quotes(script, starts)
+    opener = 0  # the segment whose command opened the quote the current segment is in
+    not_runners: set[int] = set()  # openers already found to read or search files (each is matched once)
     for index, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        if not quoted[index]:
+            opener = index
         segment = script[start:end]
         if not _TEST_COMMAND.search(segment) or _HEREDOC.search(segment):
             continue
         # A segment inside a quoted `python -c "..."` belongs to the command that opened the quote.
-        first = index
-        while first > 0 and quoted[first]:
-            first -= 1
-        segment = script[starts[first] : end]
-        if _NOT_A_RUNNER.match(segment):
+        if opener in not_runners:
             continue
-        key = collapse(_DISPLAY_TAIL.sub("", segment))
+        if _NOT_A_RUNNER.match(script[starts[opener] : end]):  # each opener is matched once: linear
+            not_runners.add(opener)
+            continue
+        key = collapse(_without_display_tail(script[starts[opener] : end]))
         return clip(key, MAX_VERIFICATION_KEY_CHARS) if key else None
     return None
+
+
+def _separators(script: str) -> list[tuple[int, int]]:
+    """Spans of `\\s*(?:&&|\\|\\||;|\\n)\\s*` as `re.finditer` gives them, in one pass: a span starts where the blank
+    run before a separator starts, takes the last separator its blanks reach, and the blanks after it."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    while (found := _SEPARATOR.search(script, position)) is not None:
+        start = position + len(script[position : found.start()].rstrip())  # the blanks before it (no "\n" there)
+        blanks_end = _BLANKS.match(script, start).end()
+        if script.startswith(_SEPARATOR_AFTER_BLANKS, blanks_end):
+            separator = script[blanks_end : blanks_end + 2]
+            end = _BLANKS.match(script, blanks_end + (1 if separator[0] == ";" else 2)).end()
+        else:
+            end = blanks_end  # the blank run holds a "\n": it is the separator, the blanks after it are taken too
+        spans.append((start, end))
+        position = end
+    return spans
+
+
+def _without_display_tail(segment: str) -> str:
+    """The segment without redirections (`2>&1`, `2>/dev/null`) and a final pipe into a viewer (`| tail -5`), each
+    with the blanks before it: `re.sub` of `\\s*(?:redirect)|\\s*\\|\\s*(?:viewer)\\b.*$` in linear time."""
+    kept: list[str] = []
+    position = 0
+    # `.*$` cannot cross a newline before the end: a pipe counts from the blank run that holds the last such
+    # newline (`\\s*` after "|" may cross it), none earlier
+    last_line = segment.rfind("\n", 0, len(segment) - 1) + 1
+    floor = max(0, len(segment[:last_line].rstrip()) - 1) if last_line else 0
+    pipe = _PIPE_TO_VIEWER.search(segment, floor)
+    while True:
+        redirect = _REDIRECT.search(segment, position)
+        if pipe is not None and pipe.start() < position:
+            pipe = _PIPE_TO_VIEWER.search(segment, max(position, floor))
+        if pipe is not None and (redirect is None or pipe.start() <= redirect.start()):
+            kept.append(segment[position : pipe.start()].rstrip())
+            end = len(segment) - 1 if segment.endswith("\n") else len(segment)
+            kept.append(segment[end:])
+            return "".join(kept)
+        if redirect is None:
+            kept.append(segment[position:])
+            return "".join(kept)
+        kept.append(segment[position : redirect.start()].rstrip())
+        position = redirect.end()
 
 
 def _inside_quotes(script: str, starts: list[int]) -> list[bool]:

@@ -352,10 +352,17 @@ def _key_values(text: str, limit: int) -> Iterator[tuple[int, str, str, str]]:
         hits = sorted(hits + [m.start() for m in _WIDE_COLON.finditer(text)])
     fences = fenced_spans(text) if "```" in text or "~~~" in text else []
     previous_line = -1
+    long_line_end = -1  # the end of the last line found too long: its other hits are skipped, not re-measured
     count = 0
     for pos in hits:
+        if pos < long_line_end:
+            continue
         bounds = _line_bounds(text, pos)
-        if bounds is None or bounds[0] == previous_line or _inside(fences, pos):
+        if bounds is None:
+            newline = text.find("\n", pos)
+            long_line_end = newline if newline >= 0 else len(text)
+            continue
+        if bounds[0] == previous_line or _inside(fences, pos):
             continue
         previous_line = bounds[0]
         line = text[bounds[0] : bounds[1]]
