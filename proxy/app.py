@@ -182,7 +182,7 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
     policy = workset.engine.policies[prepared.policy]
     resolver = Resolver(workset.store, workset.engine.counter, prepared.session_id or "", policy.recall.max_tokens,
                         policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars,
-                        path=frozenset(prepared.branch.hashes) if prepared.branch is not None else None)
+                        path=prepared.branch.hashes if prepared.branch is not None else None)
 
     async def ask(body: dict[str, Any]) -> Reply | Stream:
         return await workset.upstream.chat(target, body, caller_key, client_headers)

@@ -17,7 +17,8 @@ request of the session, in the tail of the working set.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Set as AbstractSet, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,11 +100,13 @@ class Resolver:
     def __init__(self, store: Store, counter: TokenCounter, session_id: str, max_tokens: int,
                  search_results: int = 3, context_lines: int = 2,
                  arguments_chars: int = DigestRules().arguments_chars,
-                 path: AbstractSet[str] | None = None) -> None:
+                 path: Sequence[str] | None = None) -> None:
         self.store = store
         # the node hashes of the request's own conversation: two conversations that share their first messages
-        # share a session, and neither may read what the other stored past the point where they diverged
-        self.path = path
+        # share a session, and neither may read what the other stored past the point where they diverged. Made a
+        # set only when a call needs it: most requests that offer the tool never see it called.
+        self._path = path
+        self._path_set: AbstractSet[str] | None = None
         self.counter = counter
         self.session_id = session_id
         self.max_tokens = max_tokens
@@ -111,6 +114,12 @@ class Resolver:
         self.context_lines = context_lines
         self.arguments_chars = arguments_chars  # of a call in the heading of its result, as the digest shows it
         self.resolved: list[str] = []  # refs and queries answered, for the logs
+
+    @property
+    def path(self) -> AbstractSet[str] | None:
+        if self._path_set is None and self._path is not None:
+            self._path_set = frozenset(self._path)
+        return self._path_set
 
     def __call__(self, arguments: str) -> str:
         try:

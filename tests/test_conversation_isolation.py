@@ -45,7 +45,7 @@ def test_a_conversation_cannot_recall_or_retrieve_what_another_stored(tmp_path: 
     alice_refs = set(re.findall(r"\[ref:([0-9a-f]+)\]", shown))
     assert alice_refs, "alice's early outputs were elided with refs"
     bob_branch = prepared["bob"].branch
-    bob = Resolver(engine.store, COUNTER, prepared["bob"].session_id, 2000, path=frozenset(bob_branch.hashes))
+    bob = Resolver(engine.store, COUNTER, prepared["bob"].session_id, 2000, path=bob_branch.hashes)
     stolen = "account acct_alice_1001 balance"  # alice's stored output (an answer may echo the query itself)
     assert stolen not in bob(json.dumps({"query": "SECRET_ALICE_9911 balance"}))
     assert "account acct_bob_2002 balance SECRET_BOB_7722" in bob(json.dumps({"query": "SECRET_BOB_7722 balance"}))
@@ -54,7 +54,7 @@ def test_a_conversation_cannot_recall_or_retrieve_what_another_stored(tmp_path: 
         assert stolen not in answer and "acct_alice" not in answer, answer
     alice_branch = prepared["alice"].branch
     alice_resolver = Resolver(engine.store, COUNTER, prepared["alice"].session_id, 2000,
-                              path=frozenset(alice_branch.hashes))
+                              path=alice_branch.hashes)
     assert stolen in alice_resolver(json.dumps({"query": "SECRET_ALICE_9911"}))
     # retrieval on a user turn that names the other conversation's value brings nothing of it back
     asking = bob_branch.messages + [{"role": "assistant", "content": "Anything else?"},
