@@ -19,7 +19,7 @@ from starlette.routing import Route as HttpRoute
 from . import recall
 from .auth import caller_key as _caller_key
 from .config import Config
-from .engine import Engine, Prepared, UnknownPolicy
+from .engine import Engine, Prepared, UnknownPolicy, conversation_path
 from .errors import WorksetError, error_body, json_response
 from .hashing import key_hash
 from .inspect import inspection_routes
@@ -182,7 +182,7 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
     policy = workset.engine.policies[prepared.policy]
     resolver = Resolver(workset.store, workset.engine.counter, prepared.session_id or "", policy.recall.max_tokens,
                         policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars,
-                        path=prepared.branch.hashes if prepared.branch is not None else None)
+                        path=conversation_path(prepared.branch) if prepared.branch is not None else ())
 
     async def ask(body: dict[str, Any]) -> Reply | Stream:
         return await workset.upstream.chat(target, body, caller_key, client_headers)

@@ -331,7 +331,7 @@ class Engine:
             # placeholders are not content)
             visible = "\n".join(t for t in map(message_text, prefix.messages[:-1]) if not t.startswith(WORKSET_TAG))
             limit = budget.share(rules.max_share) * 3  # characters, about three per token
-            path = frozenset(branch.hashes)  # this conversation only: another one may share the session
+            path = conversation_path(branch)
             search = lambda query: self.store.search_evidence(branch.session_id, query, 3, path=path)  # noqa: E731
             parts.append(elided_mentions(user_text, visible, search, limit))
             asked = len(messages) > 1 and approval_subject(message_text(messages[-2])) is not None
@@ -345,6 +345,13 @@ class Engine:
         """Recall answers the model asked for alongside the agent's own calls: shown with the next request."""
         if prepared.branch is not None:
             prepared.branch.pending_recall.extend(texts)
+
+
+def conversation_path(branch: Branch) -> Sequence[str] | None:
+    """What recall and retrieval may read of the session: an implicit session holds every conversation that
+    began with the same messages, so only this one's path; an explicit session id declares one conversation
+    (whose client may have edited its history), so all of it."""
+    return None if branch.explicit else branch.hashes
 
 
 RETRIEVED = "## Retrieved for this step (stored content the context no longer shows)"

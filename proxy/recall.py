@@ -99,12 +99,13 @@ class Resolver:
 
     def __init__(self, store: Store, counter: TokenCounter, session_id: str, max_tokens: int,
                  search_results: int = 3, context_lines: int = 2,
-                 arguments_chars: int = DigestRules().arguments_chars,
-                 path: Sequence[str] | None = None) -> None:
+                 arguments_chars: int = DigestRules().arguments_chars, *,
+                 path: Sequence[str] | None) -> None:
         self.store = store
         # the node hashes of the request's own conversation: two conversations that share their first messages
-        # share a session, and neither may read what the other stored past the point where they diverged. Made a
-        # set only when a call needs it: most requests that offer the tool never see it called.
+        # share an implicit session, and neither may read what the other stored past the point where they
+        # diverged (None: the whole session, which an explicit session id declares one conversation). Made a set
+        # only when a call needs it: most requests that offer the tool never see it called.
         self._path = path
         self._path_set: AbstractSet[str] | None = None
         self.counter = counter

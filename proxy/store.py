@@ -13,12 +13,13 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Set as AbstractSet
+from collections.abc import Collection
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import orjson
 import sqlite_utils
 
+from .jsonbytes import encode_json
 from .logs import get_logger
 from .passages import has_cjk, query_words
 from .records import Action, Fact
@@ -86,8 +87,6 @@ def _migrate_to_3(db: sqlite_utils.Database) -> None:
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3]
 
-
-PATH_OVERFETCH = 8  # matches read per wanted one when they must belong to one conversation of the session
 
 
 @dataclass(frozen=True)
@@ -281,7 +280,7 @@ class Store:
                     "INSERT OR IGNORE INTO messages (hash, session_id, parent, depth, role, body, tokens, ref, tool, gist,"
                     " outcome, names, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (item.hash, session_id, item.parent, item.depth, str(item.message.get("role")),
-                     orjson.dumps(item.message).decode(), item.tokens, item.ref, item.tool, item.gist, item.outcome,
+                     encode_json(item.message).decode(), item.tokens, item.ref, item.tool, item.gist, item.outcome,
                      " ".join(item.names), now),
                 )
                 if cursor.rowcount and item.evidence:
@@ -332,7 +331,7 @@ class Store:
                        tokens_after: int, epoch: dict[str, Any], state: dict[str, Any]) -> None:
         created = time.time()
         row = (session_id, node, depth, created, reason, tokens_before, tokens_after,
-               orjson.dumps(epoch).decode(), orjson.dumps(state).decode())
+               encode_json(epoch).decode(), encode_json(state).decode())
 
         def write() -> None:
             with self._transaction() as conn:
@@ -370,7 +369,7 @@ class Store:
 
     # --- evidence -------------------------------------------------------------------------------------------
 
-    def evidence(self, session_id: str, ref: str, path: AbstractSet[str] | None = None) -> dict[str, Any] | None:
+    def evidence(self, session_id: str, ref: str, path: Collection[str] | None = None) -> dict[str, Any] | None:
         """The content stored under `ref` in one session; with `path` (node hashes of one conversation), only
         if it was stored on that conversation."""
         self.flush()
@@ -383,7 +382,7 @@ class Store:
             found = dict(zip([c[0] for c in cursor.description], row)) if row else None
         return found if found is not None and (path is None or found["node"] in path) else None
 
-    def turn(self, session_id: str, node: str, path: AbstractSet[str] | None = None) -> StoredTurn | None:
+    def turn(self, session_id: str, node: str, path: Collection[str] | None = None) -> StoredTurn | None:
         """The assistant message at `node` (within one session) with what answers it: the tool messages on the
         paths below it, as deep as it made calls (parallel calls' results follow one another), or, when it made
         none, an observation sent in the user role as its child (ingest read it as a tool output: its tool is set).
@@ -416,7 +415,7 @@ class Store:
         return StoredTurn(message, answers)
 
     def search_evidence(self, session_id: str, query: str, limit: int = 5, fresh: bool = True,
-                        path: AbstractSet[str] | None = None) -> list[dict[str, Any]]:
+                        path: Collection[str] | None = None) -> list[dict[str, Any]]:
         """Best full-text matches (BM25) within one session, and with `path` (node hashes of one conversation)
         only among what that conversation stored; fresh=False skips waiting for queued writes.
 
@@ -427,35 +426,31 @@ class Store:
         words = query_words(query.replace('"', " "))
         if not words:
             return []
-        # Another conversation of the session may hold better matches: look further, then keep this one's.
-        fetch = limit if path is None else limit * PATH_OVERFETCH
-
-        def own(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-            return [row for row in rows if path is None or row.pop("node") in path]
-
+        # Only the request's own conversation, when given: filtered in SQL, so that another conversation's better
+        # matches cannot crowd its own out of the limit.
+        on_path = " AND {node} IN (SELECT value FROM json_each(?))" if path is not None else ""
+        path_args: tuple[str, ...] = (orjson.dumps(sorted(path)).decode(),) if path is not None else ()
         with self._read_lock:
             cursor = self._read.execute(
-                "SELECT evidence.ref, evidence.tool, evidence.role, evidence.content, evidence.node,"
-                " bm25(evidence_fts) AS rank"
+                "SELECT evidence.ref, evidence.tool, evidence.role, evidence.content, bm25(evidence_fts) AS rank"
                 " FROM evidence_fts JOIN evidence ON evidence.id = evidence_fts.rowid"
-                " WHERE evidence_fts MATCH ? AND evidence.session_id = ? ORDER BY rank LIMIT ?",
-                (" OR ".join(f'"{word}"' for word in words), session_id, fetch),
+                " WHERE evidence_fts MATCH ? AND evidence.session_id = ?" + on_path.format(node="evidence.node")
+                + " ORDER BY rank LIMIT ?",
+                (" OR ".join(f'"{word}"' for word in words), session_id, *path_args, limit),
             )
             names = [c[0] for c in cursor.description]
-            hits = own(dict(zip(names, row)) for row in cursor.fetchall())[:limit]
+            hits = [dict(zip(names, row)) for row in cursor.fetchall()]
             cjk = [word for word in words if has_cjk(word)]
             if cjk and len(hits) < limit:
                 found = {hit["ref"] for hit in hits}
                 cursor = self._read.execute(
-                    "SELECT ref, tool, role, content, node FROM evidence WHERE session_id = ? AND ("
-                    + " OR ".join("instr(lower(content), ?) > 0" for _ in cjk) + ") ORDER BY id DESC LIMIT ?",
-                    (session_id, *cjk, fetch + len(found)),
+                    "SELECT ref, tool, role, content FROM evidence WHERE session_id = ?" + on_path.format(node="node")
+                    + " AND (" + " OR ".join("instr(lower(content), ?) > 0" for _ in cjk) + ") ORDER BY id DESC LIMIT ?",
+                    (session_id, *path_args, *cjk, limit + len(found)),
                 )
                 names = [c[0] for c in cursor.description]
-                more = own(dict(zip(names, row)) for row in cursor.fetchall())
+                more = (dict(zip(names, row)) for row in cursor.fetchall())
                 hits += [hit for hit in more if hit["ref"] not in found][:limit - len(hits)]
-        for hit in hits:
-            hit.pop("node", None)
         return hits
 
     def facts(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:

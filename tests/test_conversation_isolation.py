@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from proxy.config import Config
-from proxy.engine import Engine
+from proxy.engine import Engine, conversation_path
 from proxy.policy import BudgetRules, Policy
 from proxy.recall import Resolver
 from proxy.store import Store
@@ -61,4 +61,33 @@ def test_a_conversation_cannot_recall_or_retrieve_what_another_stored(tmp_path: 
                                     {"role": "user", "content": "What about SECRET_ALICE_9911 and acct_alice_1001?"}]
     retrieved = engine.prepare({"model": "m", "messages": asking}, "same-key", policy_name="tight")
     assert stolen not in json.dumps(retrieved.body["messages"])
+    engine.store.close()
+
+
+def test_other_conversations_better_matches_do_not_crowd_out_this_ones(tmp_path: Path) -> None:
+    """The path filter is part of the search, not applied to its top hits afterwards."""
+    from proxy.store import NewMessage
+
+    store = Store(tmp_path / "store.db")
+    store.create_session("S", "key", None, "m", "p")
+    others = [NewMessage(f"other{n}", None, 0, {"role": "tool", "content": "x"}, 5, f"r{n}", "t", "", "ok",
+                         "invoice invoice invoice total") for n in range(40)]
+    mine = NewMessage("mine", None, 0, {"role": "tool", "content": "y"}, 5, "rmine", "t", "", "ok",
+                      "invoice " + "filler " * 200)
+    store.record("S", [*others, mine], [], [], "m", "p", 1)
+    assert [hit["ref"] for hit in store.search_evidence("S", "invoice", 3, path=["mine"])] == ["rmine"]
+    assert len(store.search_evidence("S", "invoice", 3)) == 3  # without a path: the whole session
+    store.close()
+
+
+def test_an_explicit_session_recalls_across_its_edited_history(tmp_path: Path) -> None:
+    """An explicit session id declares one conversation: a client that edits its history keeps its refs."""
+    engine = Engine(Config(), {"tight": POLICY}, Store(tmp_path / "store.db"), COUNTER)
+    first = conversation("acct_carol_3003", "SECRET_CAROL_5533")
+    edited = [*SHARED, {"role": "user", "content": "(history edited by the client)"}]
+    for messages in (first, edited):
+        prepared = engine.prepare({"model": "m", "messages": messages}, "key", "carol-session", policy_name="tight")
+        engine.settle(prepared)
+    resolver = Resolver(engine.store, COUNTER, prepared.session_id, 2000, path=conversation_path(prepared.branch))
+    assert "account acct_carol_3003 balance" in resolver(json.dumps({"query": "SECRET_CAROL_5533"}))
     engine.store.close()

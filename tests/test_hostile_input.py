@@ -243,3 +243,26 @@ def test_a_message_nested_past_orjsons_depth_hashes_like_any_other() -> None:
     assert node_hash("root", deep(400, "a")) != node_hash("root", deep(400, "b"))
     shallow = {"role": "user", "content": "hi", "name": "x"}
     assert node_hash("root", shallow) == node_hash("root", dict(reversed(list(shallow.items()))))  # keys in order
+
+
+def test_a_deep_message_is_stored_like_any_other(tmp_path) -> None:
+    """Forwarding and hashing take any depth the proxy accepts; the store's writes must too."""
+    import sqlite3
+
+    from proxy.config import Config
+    from proxy.engine import Engine
+    from proxy.policy import Policy
+    from proxy.store import Store
+    from proxy.tokens import TokenCounter
+
+    schema: dict = {"leaf": "x"}
+    for level in range(300):
+        schema = {"level": level, "inner": schema}
+    engine = Engine(Config(), {"default": Policy()}, Store(tmp_path / "store.db"), TokenCounter())
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "see the schema", "schema": schema}]
+    prepared = engine.prepare({"model": "m", "messages": messages}, "key", policy_name="default")
+    engine.settle(prepared)
+    engine.store.flush()
+    with sqlite3.connect(tmp_path / "store.db") as db:
+        assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == 2
+    engine.store.close()

@@ -47,7 +47,7 @@ class Documents:
 
 
 def recall(documents: dict[str, str], max_tokens: int = 600, context: int = 2, **arguments: Any) -> str:
-    resolver = Resolver(Documents(documents), COUNTER, "s", max_tokens, 3, context)  # type: ignore[arg-type]
+    resolver = Resolver(Documents(documents), COUNTER, "s", max_tokens, 3, context, path=None)  # type: ignore[arg-type]
     return resolver(json.dumps(arguments))
 
 
@@ -241,7 +241,7 @@ def test_a_query_across_the_session_shows_each_documents_passage_within_max_toke
 
 def test_unknown_refs_and_bad_arguments_get_short_answers() -> None:
     assert recall({}, ref="0123") == "No stored content has ref 0123 in this conversation."
-    resolver = Resolver(Documents({}), COUNTER, "s", 600)  # type: ignore[arg-type]
+    resolver = Resolver(Documents({}), COUNTER, "s", 600, path=None)  # type: ignore[arg-type]
     assert resolver("not json").startswith("workset_recall takes {\"ref\": \"ID\"}")
     assert resolver("{}").startswith("workset_recall takes")
 
@@ -312,7 +312,7 @@ class Recorded:
         return list(branch.refs)
 
     def recall(self, session: str, max_tokens: int = 600, **arguments: Any) -> str:
-        return Resolver(self.store, COUNTER, self.session_ids[session], max_tokens, 3, 2)(json.dumps(arguments))
+        return Resolver(self.store, COUNTER, self.session_ids[session], max_tokens, 3, 2, path=None)(json.dumps(arguments))
 
 
 @pytest.fixture
