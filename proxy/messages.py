@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .records import Message, ToolCall
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -42,14 +44,21 @@ def tool_calls(message: Message) -> list[ToolCall]:
     return calls
 
 
+def call_body(call: object) -> tuple[bool, dict[str, Any] | None]:
+    """(is it a custom tool call, its body): `custom` {name, input} for a custom call, `function` {name, arguments}
+    otherwise; the body is None when it is not an object."""
+    if not isinstance(call, dict):
+        return False, None
+    custom = call.get("type") == "custom"
+    body = call.get("custom" if custom else "function")
+    return custom, body if isinstance(body, dict) else None
+
+
 def tool_call(call: object) -> ToolCall | None:
     """One entry of `tool_calls`: a function call {"function": {name, arguments}}, or a custom tool call
     {"type": "custom", "custom": {name, input}} whose free-form input stands as its arguments; None if neither."""
-    if not isinstance(call, dict):
-        return None
-    custom = call.get("type") == "custom"
-    body = call.get("custom" if custom else "function")
-    if not isinstance(body, dict):
+    custom, body = call_body(call)
+    if body is None:
         return None
     arguments = body.get("input" if custom else "arguments", "")
     return ToolCall(id=str(call.get("id", "")), name=str(body.get("name", "")),

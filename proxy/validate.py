@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from .errors import bad_request
-from .messages import KNOWN_ROLES
+from .messages import KNOWN_ROLES, call_body
 
 SESSION_HEADER = "x-workset-session"
 
@@ -78,11 +78,8 @@ def _check_tool_calls(index: int, calls: Any) -> None:
         where = f"messages[{index}].tool_calls"
         raise bad_request(f"{where} must be an array", param=where, code="invalid_type")
     for number, call in enumerate(calls):
-        # A function call {"function": {name, arguments}}, or a custom tool call {"type": "custom", "custom":
-        # {name, input}} (free-form input, GPT-5 custom tools).
-        custom = type(call) is dict and call.get("type") == "custom"
-        body = call.get("custom" if custom else "function") if type(call) is dict else None
-        if type(body) is not dict or type(body.get("name")) is not str:
+        custom, body = call_body(call)  # a function call, or a GPT-5 custom tool call with free-form input
+        if body is None or type(body.get("name")) is not str:
             where = f"messages[{index}].tool_calls[{number}]"
             shape = "a custom {name, input}" if custom else "a function {name, arguments}"
             raise bad_request(f"{where} must be an object with {shape}", param=where, code="invalid_type")
