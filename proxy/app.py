@@ -4,11 +4,13 @@ build) -> Upstream.chat -> relay. If workset's own steps fail, the original requ
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable, Coroutine, TypeVar
 
 import orjson
 from starlette.applications import Starlette
@@ -19,7 +21,7 @@ from starlette.routing import Route as HttpRoute
 from . import recall
 from .auth import caller_key as _caller_key
 from .config import Config
-from .engine import Engine, Prepared, UnknownPolicy, conversation_path
+from .engine import Engine, Prepared, UnknownPolicy
 from .errors import WorksetError, error_body, json_response
 from .hashing import key_hash
 from .inspect import inspection_routes
@@ -27,13 +29,16 @@ from .logs import configure, get_logger
 from .policy import Policy
 from .recall import Resolver
 from .retention import start_retention
-from .store import Store
+from .store import Scope, Store
 from .summarize import Job, summary_text
 from .tokens import TokenCounter
 from .upstream import Reply, Stream, Upstream, context_window, route
 from .validate import SESSION_HEADER, check_chat, check_model, explicit_session, parse_json_object
 
 POLICY_HEADER = "x-workset-policy"
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -44,6 +49,19 @@ class Workset:
     engine: Engine
     upstream: Upstream
     store: Store
+    workers: ThreadPoolExecutor  # workset's own CPU and store work runs here, never on the event loop
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, summaries)
+
+    async def run(self, work: Callable[..., T], *args: Any) -> T:
+        """`work(*args)` on a worker thread: the event loop goes on relaying other requests meanwhile."""
+        return await asyncio.get_running_loop().run_in_executor(self.workers, functools.partial(work, *args))
+
+    def background(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """A task kept referenced until it finishes (the event loop holds tasks only weakly)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
 
 
 def create_app(config: Config, policies: dict[str, Policy], store_path: str | Path) -> Starlette:
@@ -52,7 +70,8 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
     store = Store(store_path)
     engine = Engine(config, policies, store, counter, context_window)
     upstream = Upstream(config.upstream)
-    workset = Workset(config, engine, upstream, store)
+    workers = ThreadPoolExecutor(config.server.worker_threads, thread_name_prefix="workset-worker")
+    workset = Workset(config, engine, upstream, store, workers)
     log = get_logger()
 
     @asynccontextmanager
@@ -63,9 +82,10 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
             yield
         finally:
             retention.cancel()
-            for task in list(_background):  # summary jobs in flight: the next compaction uses the digest
+            for task in list(workset.tasks):  # summary jobs in flight: the next compaction uses the digest
                 task.cancel()
             await upstream.close()
+            workers.shutdown(wait=True)
             engine.sessions.settle_all()
             store.close()
 
@@ -120,7 +140,7 @@ async def _chat(workset: Workset, request: Request) -> Response:
             workset.engine.policy_for(model, policy_name)
         except UnknownPolicy as error:
             raise WorksetError(400, str(error), "invalid_request_error", "unknown_policy") from error
-        prepared = _prepare(workset, body, key_hash(caller_key), explicit, policy_name, fields)
+        prepared = await workset.run(_prepare, workset, body, key_hash(caller_key), explicit, policy_name, fields)
         fields.update(session=prepared.session_id, policy=prepared.policy, tokens_original=prepared.tokens_original,
                       tokens_sent=prepared.tokens_sent, compacted=prepared.compacted, new_messages=prepared.new_messages)
         if prepared.epoch is not None:
@@ -133,10 +153,9 @@ async def _chat(workset: Workset, request: Request) -> Response:
             fields["messages"] = prepared.body["messages"]
         outgoing = _strip_session_metadata(prepared.body)
         fields["workset_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        headers = _workset_headers(prepared, explicit, fields["workset_ms"])
-        # Deferred ingest (extraction, store writes) and the start of a background summary run at the loop's next
-        # turn, once the request is on its way to the provider: they overlap its latency instead of adding to it.
-        asyncio.get_running_loop().call_soon(_after_sending, workset, prepared, caller_key)
+        # Deferred ingest (extraction, store writes) and the start of a background summary run on a worker while
+        # the request is on its way to the provider: they overlap its latency instead of adding to it.
+        settling = workset.background(_after_sending(workset, prepared, caller_key))
         called = time.perf_counter()
         client_headers = _lower_headers(request)
         result = await workset.upstream.chat(target, outgoing, caller_key, client_headers)
@@ -144,6 +163,10 @@ async def _chat(workset: Workset, request: Request) -> Response:
         if prepared.recall:
             result = await _answer_recall(workset, prepared, target, outgoing, caller_key, client_headers, result,
                                           fields)
+        # x-workset-ms counts all of workset's own work for the request, the deferred part included: it is done by
+        # now unless it took longer than the provider did.
+        fields["deferred_ms"] = await settling
+        headers = _workset_headers(prepared, explicit, fields["workset_ms"] + fields["deferred_ms"])
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
         _log_request(log, fields, started)
@@ -180,12 +203,15 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
                          fields: dict[str, Any]) -> Reply | Stream:
     """The model may call workset_recall: answer it from the store and ask again (see proxy.recall)."""
     policy = workset.engine.policies[prepared.policy]
-    resolver = Resolver(workset.store, workset.engine.counter, prepared.session_id or "", policy.recall.max_tokens,
-                        policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars,
-                        path=conversation_path(prepared.branch) if prepared.branch is not None else ())
+    scope = prepared.branch.scope() if prepared.branch is not None else Scope(())
+    resolver = Resolver(workset.store, workset.engine.counter, scope, policy.recall.max_tokens,
+                        policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars)
 
     async def ask(body: dict[str, Any]) -> Reply | Stream:
         return await workset.upstream.chat(target, body, caller_key, client_headers)
+
+    async def resolve(arguments: str) -> str:
+        return await workset.run(resolver, arguments)
 
     def later(texts: list[str]) -> None:
         workset.engine.deliver_later(prepared, texts)
@@ -194,7 +220,7 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
     if isinstance(result, Reply):
         first = Reply(result.status, result.body, result.content_type, result.headers)
         try:
-            result, rounds = await recall.complete(result, outgoing, ask, resolver, policy.recall.max_rounds, later)
+            result, rounds = await recall.complete(result, outgoing, ask, resolve, policy.recall.max_rounds, later)
         except WorksetError:
             raise  # the provider failed a follow-up round: the client gets that error
         except Exception as error:  # a workset bug: the provider's own first answer goes back as it came
@@ -202,23 +228,21 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
             return first
         fields["recall_rounds"] = rounds
         return result
-    return Stream(recall.stream(result, outgoing, ask, resolver, policy.recall.max_rounds, later), result.headers)
+    return Stream(recall.stream(result, outgoing, ask, resolve, policy.recall.max_rounds, later), result.headers)
 
 
-_background: set[asyncio.Task[None]] = set()  # summary jobs in flight (kept referenced until they finish)
-
-
-def _start_summary(workset: Workset, prepared: Prepared, caller_key: str | None) -> None:
-    """Precompute the next compaction's summary in the background, if the policy wants one now."""
+async def _start_summary(workset: Workset, prepared: Prepared, caller_key: str | None) -> float:
+    """Precompute the next compaction's summary in the background, if the policy wants one now; the milliseconds
+    spent deciding (the summary itself is the summariser model's time, not workset's)."""
+    started = time.perf_counter()
     try:
-        job = workset.engine.summary_job(prepared)
+        job = await workset.run(workset.engine.summary_job, prepared)
     except Exception as error:  # a summary is an optimisation: never fail the request for it
         get_logger().error("summary_job_failed", error=f"{error.__class__.__name__}: {error}")
-        return
+        return 0.0
     if job is not None:
-        task = asyncio.get_running_loop().create_task(_summarize(workset, prepared, job, caller_key))
-        _background.add(task)
-        task.add_done_callback(_background.discard)
+        workset.background(_summarize(workset, prepared, job, caller_key))
+    return round((time.perf_counter() - started) * 1000, 3)
 
 
 async def _summarize(workset: Workset, prepared: Prepared, job: Job, caller_key: str | None) -> None:
@@ -244,18 +268,28 @@ async def _summarize(workset: Workset, prepared: Prepared, job: Job, caller_key:
         failure = "timeout"
     except Exception as error:  # the provider failing the summariser must not touch the agent's requests
         failure = f"{error.__class__.__name__}: {error}"[:200]
-    result = workset.engine.summary_done(prepared, job, text, failure)
+    result = await workset.run(workset.engine.summary_done, prepared, job, text, failure)
     get_logger().info("summary", session=prepared.session_id, check=result.check, through=job.through,
                       latency_ms=round((time.perf_counter() - started) * 1000, 3))
 
 
-def _after_sending(workset: Workset, prepared: Prepared, caller_key: str | None) -> None:
+async def _after_sending(workset: Workset, prepared: Prepared, caller_key: str | None) -> float:
+    """Settle the request's new messages on a worker, then start a background summary if one is due; the
+    milliseconds of workset's own work this took."""
     try:
-        workset.engine.settle(prepared)
+        spent = await workset.run(_timed, workset.engine.settle, prepared)
     except Exception as error:  # the request already went out; a failed ingest is logged, never raised
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
-        return
-    _start_summary(workset, prepared, caller_key)
+        return 0.0
+    return spent + await _start_summary(workset, prepared, caller_key)
+
+
+def _timed(work: Callable[..., object], *args: Any) -> float:
+    """Milliseconds `work(*args)` took on the thread that ran it (not counting the wait for a worker)."""
+    started = time.perf_counter()
+    work(*args)
+    return round((time.perf_counter() - started) * 1000, 3)
+
 
 
 async def _logged_stream(stream: Stream, log: Any, fields: dict[str, Any], started: float) -> AsyncIterator[bytes]:

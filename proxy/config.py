@@ -47,6 +47,10 @@ class ServerSettings:
     api_keys: tuple[str, ...] = setting(
         (), "workset keys clients must present when a deployment holds a provider key (workset pays)"
     )
+    worker_threads: int = setting(
+        8, "threads that run workset's own work (ingest, extraction, compaction, store reads) off the event loop, "
+           "so a large message never stalls other requests", min=1, max=256,
+    )
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from .config import Config
 from .extract.actions import verification
@@ -106,7 +106,13 @@ class Engine:
 
     def prepare(self, body: dict[str, Any], caller: str, explicit_session: str | None = None,
                 policy_name: str | None = None) -> Prepared:
-        """What to forward for one chat request. Raises WorksetError when a message not seen before is malformed."""
+        """What to forward for one chat request. Raises WorksetError when a message not seen before is malformed.
+        Safe to call from several threads: the requests of one conversation tree take their turn."""
+        with self.sessions.serial_for(caller, explicit_session):
+            return self._prepare(body, caller, explicit_session, policy_name)
+
+    def _prepare(self, body: dict[str, Any], caller: str, explicit_session: str | None,
+                 policy_name: str | None) -> Prepared:
         model = str(body["model"])
         policy = self.policy_for(model, policy_name)
         messages: list[Message] = body["messages"]
@@ -252,6 +258,10 @@ class Engine:
         policy = self.policies.get(prepared.policy)
         if branch is None or policy is None or policy.summarizer.mode != "llm" or not prepared.rewritten:
             return None
+        with self.sessions.serial(branch.root):
+            return self._summary_job(prepared, branch, policy)
+
+    def _summary_job(self, prepared: Prepared, branch: Branch, policy: Policy) -> Job | None:
         if branch.summary_running or (branch.summary_candidate is not None and branch.summary_candidate.usable):
             return None
         budget = Budget.of(policy, prepared.budget, prepared.budget - prepared.room)
@@ -278,6 +288,10 @@ class Engine:
         """Record a finished job: verified, it waits on the branch for the next compaction."""
         branch = prepared.branch
         assert branch is not None
+        with self.sessions.serial(branch.root):
+            return self._summary_done(prepared, branch, job, text, failure)
+
+    def _summary_done(self, prepared: Prepared, branch: Branch, job: Job, text: str | None, failure: str) -> Summary:
         if text is None:
             result = Summary(job.start, job.through, job.through_hash, "", failure or "failed")
         else:
@@ -315,10 +329,11 @@ class Engine:
         """What event-driven retrieval brings into this request (see proxy.retrieval), within its quota."""
         rules = policy.retrieval
         parts: list[str] = []
-        if branch.pending_recall:
-            parts.append("Answers to the workset_recall calls made with your last tool calls:\n"
-                         + "\n\n".join(branch.pending_recall))
-            branch.pending_recall.clear()
+        answers: list[str] = []
+        while branch.pending_recall:
+            answers.append(branch.pending_recall.popleft())
+        if answers:
+            parts.append("Answers to the workset_recall calls made with your last tool calls:\n" + "\n\n".join(answers))
         if not rules.enabled or not new_messages:
             return "\n\n".join(parts)
         messages = branch.messages
@@ -331,8 +346,8 @@ class Engine:
             # placeholders are not content)
             visible = "\n".join(t for t in map(message_text, prefix.messages[:-1]) if not t.startswith(WORKSET_TAG))
             limit = budget.share(rules.max_share) * 3  # characters, about three per token
-            path = conversation_path(branch)
-            search = lambda query: self.store.search_evidence(branch.session_id, query, 3, path=path)  # noqa: E731
+            scope = branch.scope()
+            search = lambda query: self.store.search_evidence(scope, query, 3)  # noqa: E731
             parts.append(elided_mentions(user_text, visible, search, limit))
             asked = len(messages) > 1 and approval_subject(message_text(messages[-2])) is not None
             parts.append(irreversible_guard(body.get("tools") or [], rules.irreversible_tools, asked,
@@ -345,13 +360,6 @@ class Engine:
         """Recall answers the model asked for alongside the agent's own calls: shown with the next request."""
         if prepared.branch is not None:
             prepared.branch.pending_recall.extend(texts)
-
-
-def conversation_path(branch: Branch) -> Sequence[str] | None:
-    """What recall and retrieval may read of the session: an implicit session holds every conversation that
-    began with the same messages, so only this one's path; an explicit session id declares one conversation
-    (whose client may have edited its history), so all of it."""
-    return None if branch.explicit else branch.hashes
 
 
 RETRIEVED = "## Retrieved for this step (stored content the context no longer shows)"

@@ -69,7 +69,8 @@ def latest_branch(store: Store, session_id: str) -> LatestBranch:
     path = store.path_to(tip) if tip else []
     messages = [row["message"] for row in path]
     hashes = [row["hash"] for row in path]
-    state, _ = path_state(store, session_id, hashes)
+    sessions = list(dict.fromkeys(row["session_id"] for row in path)) or [session_id]
+    state, _ = path_state(store, sessions, hashes)
     task = first_user(messages)
     return LatestBranch(messages, hashes, state, message_text(messages[task]) if task is not None else "")
 
@@ -132,8 +133,12 @@ def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Res
         try:
             key = caller_key(request)
             require_workset_key(workset.config, key)
-            _settle_all(workset)
-            return json_response(200, view(workset.store, key_hash(key), request))
+            if key is None:
+                # every keyless caller would share one namespace: nothing of it is listed or shown
+                raise WorksetError(401, "workset's inspection routes need a key: send one as the bearer token",
+                                   "authentication_error", "missing_api_key")
+            await workset.run(_settle_all, workset)  # store reads and settling run on a worker, off the event loop
+            return json_response(200, await workset.run(view, workset.store, key_hash(key), request))
         except WorksetError as error:
             return json_response(error.status, error.body())
         except Exception as error:  # a store fault: answered in OpenAI's format, and logged

@@ -18,7 +18,6 @@ request of the session, in the tail of the working set.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +30,7 @@ from .messages import tool_calls
 from .observations import action_call
 from .policy import DigestRules
 from .records import Message
-from .store import Answer, Store
+from .store import Answer, Scope, Store
 from .tokens import TokenCounter
 
 RECALL_TOOL = "workset_recall"
@@ -56,6 +55,7 @@ RECALL_DEFINITION: dict[str, Any] = {
 }
 
 Ask = Callable[[dict[str, Any]], Awaitable[Any]]  # sends a chat body upstream: Reply | Stream
+Resolve = Callable[[str], Awaitable[str]]  # answers one recall call's arguments (from the store, off the event loop)
 
 
 def offer_tool(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -90,37 +90,25 @@ def _tool_name(tool: Any) -> str:
 
 
 class Resolver:
-    """Answers recall calls from the store, within one session (refs of other sessions are never found).
+    """Answers recall calls from the store, within one conversation's scope (see Scope: refs of other sessions,
+    and of other conversations that share this one's beginning, are never found).
 
     A ref is read a page at a time, or by line range, or by the lines matching a query (see proxy.passages);
     a query alone finds the best documents by full text (BM25) and shows the passage of each that matches.
     The ref of an assistant message reads as its whole turn (see `whole_turn`).
     Every answer stays within `max_tokens` and says where it is and how to go on."""
 
-    def __init__(self, store: Store, counter: TokenCounter, session_id: str, max_tokens: int,
+    def __init__(self, store: Store, counter: TokenCounter, scope: Scope, max_tokens: int,
                  search_results: int = 3, context_lines: int = 2,
-                 arguments_chars: int = DigestRules().arguments_chars, *,
-                 path: Sequence[str] | None) -> None:
+                 arguments_chars: int = DigestRules().arguments_chars) -> None:
         self.store = store
-        # the node hashes of the request's own conversation: two conversations that share their first messages
-        # share an implicit session, and neither may read what the other stored past the point where they
-        # diverged (None: the whole session, which an explicit session id declares one conversation). Made a set
-        # only when a call needs it: most requests that offer the tool never see it called.
-        self._path = path
-        self._path_set: AbstractSet[str] | None = None
+        self.scope = scope
         self.counter = counter
-        self.session_id = session_id
         self.max_tokens = max_tokens
         self.search_results = search_results
         self.context_lines = context_lines
         self.arguments_chars = arguments_chars  # of a call in the heading of its result, as the digest shows it
         self.resolved: list[str] = []  # refs and queries answered, for the logs
-
-    @property
-    def path(self) -> AbstractSet[str] | None:
-        if self._path_set is None and self._path is not None:
-            self._path_set = frozenset(self._path)
-        return self._path_set
 
     def __call__(self, arguments: str) -> str:
         try:
@@ -132,7 +120,7 @@ class Resolver:
         ref = str(parsed.get("ref") or "").strip().removeprefix("[ref:").removesuffix("]").strip()
         query = str(parsed.get("query") or "").strip()
         if ref:
-            found = self.store.evidence(self.session_id, ref, self.path)
+            found = self.store.evidence(self.scope, ref)
             if found is None:
                 self.resolved.append(f"ref:{ref}")
                 return f"No stored content has ref {ref} in this conversation."
@@ -158,7 +146,7 @@ class Resolver:
         """What a ref reads: the stored content, or for an assistant message its whole turn."""
         if found.get("role") != "assistant" or not found.get("node"):
             return str(found["content"])
-        turn = self.store.turn(self.session_id, str(found["node"]), self.path)
+        turn = self.store.turn(self.scope, str(found["node"]))
         if turn is None:
             return str(found["content"])
         return whole_turn(str(found["content"]), turn.message, turn.answers, self.arguments_chars)
@@ -230,7 +218,7 @@ class Resolver:
     # --- the whole session -------------------------------------------------------------------------------------
 
     def _search(self, query: str) -> str:
-        hits = self.store.search_evidence(self.session_id, query, self.search_results, path=self.path)
+        hits = self.store.search_evidence(self.scope, query, self.search_results)
         if not hits:
             return f"Nothing stored in this conversation matches {query!r}."
         words = passages.query_words(query)
@@ -348,13 +336,16 @@ def split_calls(calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list
     return recall, [c for c in calls if c not in recall]
 
 
+async def answers_to(calls: list[dict[str, Any]], resolve: Resolve) -> list[str]:
+    """The answer to each recall call, in order."""
+    return [await resolve(str((call.get("function") or {}).get("arguments", ""))) for call in calls]
+
+
 def follow_up(body: dict[str, Any], content: str | None, calls: list[dict[str, Any]],
-              resolve: Callable[[str], str]) -> dict[str, Any]:
-    """The body for the next round: the model's recall calls and their results appended."""
+              answers: list[str]) -> dict[str, Any]:
+    """The body for the next round: the model's recall calls and their answers appended."""
     results: list[Message] = [
-        {"role": "tool", "tool_call_id": call.get("id", ""), "content": resolve(str((call.get("function") or {})
-                                                                                 .get("arguments", "")))}
-        for call in calls
+        {"role": "tool", "tool_call_id": call.get("id", ""), "content": answer} for call, answer in zip(calls, answers)
     ]
     asked: Message = {"role": "assistant", "content": content or None, "tool_calls": calls}
     return {**body, "messages": [*body["messages"], asked, *results]}
@@ -376,7 +367,7 @@ def add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dic
 # --- a whole response ---------------------------------------------------------------------------------------------
 
 
-async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[[str], str], max_rounds: int,
+async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
                    deliver_later: Callable[[list[str]], None]) -> tuple[Any, int]:
     """The final non-streamed reply after answering recall calls, and how many rounds that took."""
     reply, rounds, usage = first, 0, None
@@ -393,7 +384,7 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable
         if not recall:
             break
         if own:  # the agent's calls go back now; the recall is resolved for the next request
-            deliver_later([resolve(str((c.get("function") or {}).get("arguments", ""))) for c in recall])
+            deliver_later(await answers_to(recall, resolve))
             message["tool_calls"] = own
             break
         if rounds >= max_rounds:  # the tool was withdrawn and the model still calls it: answer with its text
@@ -401,7 +392,7 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable
             data["choices"][0]["finish_reason"] = "stop"
             break
         rounds += 1
-        body = follow_up(body, message.get("content"), recall, resolve)
+        body = follow_up(body, message.get("content"), recall, await answers_to(recall, resolve))
         if rounds >= max_rounds:
             body = withdraw_tool(body)
         reply = await ask(body)
@@ -415,7 +406,7 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable
 # --- a stream -----------------------------------------------------------------------------------------------------
 
 
-async def stream(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[[str], str], max_rounds: int,
+async def stream(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
                  deliver_later: Callable[[list[str]], None]) -> AsyncIterator[bytes]:
     """The client's stream across recall rounds: text is relayed as it comes; recall calls are held back, answered,
     and the next round's chunks follow in the same stream; one finish, one usage chunk, one [DONE] at the end.
@@ -428,7 +419,7 @@ async def stream(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[[
         yield sse_error(str(message), "upstream_error", "recall_failed")
 
 
-async def _rounds(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[[str], str], max_rounds: int,
+async def _rounds(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
                   deliver_later: Callable[[list[str]], None]) -> AsyncIterator[bytes]:
     current, rounds, usage = first, 0, None
     while True:
@@ -442,7 +433,7 @@ async def _rounds(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[
         usage = add_usage(usage, held.usage)
         if held.recall and not held.own and rounds < max_rounds:
             rounds += 1
-            body = follow_up(body, held.content, held.recall, resolve)
+            body = follow_up(body, held.content, held.recall, await answers_to(held.recall, resolve))
             if rounds >= max_rounds:
                 body = withdraw_tool(body)
             nxt = await ask(body)
@@ -453,7 +444,7 @@ async def _rounds(first: Any, body: dict[str, Any], ask: Ask, resolve: Callable[
             current = nxt
             continue
         if held.recall and held.own:
-            deliver_later([resolve(str((c.get("function") or {}).get("arguments", ""))) for c in held.recall])
+            deliver_later(await answers_to(held.recall, resolve))
         for chunk in held.finish:
             yield chunk
         if held.usage_chunk is not None:

@@ -9,17 +9,18 @@ paths are rebuilt from the store.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
+from .logs import get_logger
 from .hashing import chain, ref_of, root_hash, session_id_for
 from .ingest import extract_at, tool_outcome
 from .messages import PINNED_ROLES, is_tool_result
 from .observations import NO_OBSERVATIONS, ObservationMatcher
 from .records import Action, Fact, Message
 from .state import TaskState
-from .store import NewMessage, NodeRow, Store
+from .store import NewMessage, NodeRow, Scope, Store
 from .summarize import Summary
 from .tokens import TokenCounter
 from .workingset import BuiltPrefix, Conversation, Epoch, Pairing, first_user
@@ -29,11 +30,12 @@ from .workingset import BuiltPrefix, Conversation, Epoch, Pairing, first_user
 class Branch:
     """One conversation path as last seen, with everything ingest learnt along it."""
 
-    session_id: str
+    session_id: str  # the session of its newest messages (an implicit conversation is a session from where it forked)
     root: str
     explicit: bool
     messages: list[Message] = field(default_factory=list)
     hashes: list[str] = field(default_factory=list)
+    node_sessions: list[str] = field(default_factory=list)  # the session each message was first stored in
     refs: list[str] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     tool_names: list[str] = field(default_factory=list)
@@ -49,12 +51,15 @@ class Branch:
     total_tokens: int = 0
     tail_cache: tuple[object, str, Message, int] | None = None  # (key, live state text, its message, tokens)
     pairing: Pairing = field(default_factory=Pairing)  # tool-call pairing of `messages`, fed incrementally
-    pending_recall: list[str] = field(default_factory=list)  # recall answers to show with the next request
+    # recall answers to show with the next request: a deque, so the event loop adds while a worker takes, unlocked
+    pending_recall: deque[str] = field(default_factory=deque)
     summary_candidate: Summary | None = None  # a finished background summary, waiting for the next compaction
     summary_running: bool = False
     settled: int = 0  # messages before this index are extracted and recorded; the rest wait for settle()
     recorded_as: tuple[str, str] = ("", "")  # model and policy of the latest request, for the session row
     untouchable: tuple[int, int, bool] = (0, 0, False)  # (messages counted, their tokens, task seen)
+    # held while messages are appended or settled: settling runs in a worker thread beside the next request
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def untouchable_tokens(self) -> int:
         """Tokens of what compaction never removes or rewrites (system and developer messages, the task),
@@ -72,6 +77,13 @@ class Branch:
         """The latest compaction, if it applies to this exact path."""
         return self.epoch if self.epoch is not None and self.epoch.applies_to(conversation) else None
 
+    def scope(self) -> Scope:
+        """What recall and retrieval may read: the sessions along this path and, for an implicit session (where
+        other conversations may have forked from this one or this one from others), only this path's nodes;
+        an explicit session id declares one conversation (whose client may edit its history): all of it."""
+        lineage = tuple(dict.fromkeys([*self.node_sessions, self.session_id]))
+        return Scope(lineage, None if self.explicit else self.hashes)
+
     def conversation(self) -> Conversation:
         return Conversation(self.messages, self.hashes, self.refs, self.tokens, self.tool_names, self.gists, self.outcomes,
                             self.names, self.observed)
@@ -79,8 +91,8 @@ class Branch:
     def truncated(self, length: int) -> Branch:
         """The first `length` messages of this path, sharing nothing mutable with it (state is rebuilt)."""
         return Branch(
-            self.session_id, self.root, self.explicit, self.messages[:length], self.hashes[:length],
-            self.refs[:length], self.tokens[:length], self.tool_names[:length], self.gists[:length],
+            self.node_sessions[length - 1] if length else self.session_id, self.root, self.explicit,
+            self.messages[:length], self.hashes[:length], self.node_sessions[:length], self.refs[:length], self.tokens[:length], self.tool_names[:length], self.gists[:length],
             self.outcomes[:length], self.names[:length], self.observed[:length], total_tokens=sum(self.tokens[:length]),
             settled=length,
         )
@@ -93,36 +105,42 @@ class Resolved:
 
 
 class BranchCache:
-    """Recently seen paths by root, least recently used evicted first."""
+    """Recently seen paths by root, least recently used evicted first. Safe to share between threads."""
 
-    def __init__(self, max_branches: int, on_evict: Callable[[Branch], None] = lambda branch: None) -> None:
+    def __init__(self, max_branches: int) -> None:
         self._branches: OrderedDict[int, Branch] = OrderedDict()
         self._by_root: dict[str, list[int]] = {}
         self._max = max_branches
-        self._on_evict = on_evict
+        self._lock = threading.Lock()
 
     def candidates(self, root: str) -> list[Branch]:
-        return [self._branches[key] for key in self._by_root.get(root, ())]
+        with self._lock:
+            return [self._branches[key] for key in self._by_root.get(root, ())]
 
-    def put(self, branch: Branch, replacing: Branch | None = None) -> None:
-        if replacing is not None and id(replacing) != id(branch):
-            self.drop(replacing)
-        key = id(branch)
-        if key not in self._branches:
-            self._by_root.setdefault(branch.root, []).append(key)
-        self._branches[key] = branch
-        self._branches.move_to_end(key)
-        while len(self._branches) > self._max:
-            _, old = self._branches.popitem(last=False)
-            self._unlink(old)
-            self._on_evict(old)
+    def put(self, branch: Branch) -> list[Branch]:
+        """Add or refresh `branch`; the branches evicted to make room (their unsettled messages still need
+        writing)."""
+        evicted: list[Branch] = []
+        with self._lock:
+            key = id(branch)
+            if key not in self._branches:
+                self._by_root.setdefault(branch.root, []).append(key)
+            self._branches[key] = branch
+            self._branches.move_to_end(key)
+            while len(self._branches) > self._max:
+                _, old = self._branches.popitem(last=False)
+                self._unlink(old)
+                evicted.append(old)
+        return evicted
 
     def drop(self, branch: Branch) -> None:
-        if self._branches.pop(id(branch), None) is not None:
-            self._unlink(branch)
+        with self._lock:
+            if self._branches.pop(id(branch), None) is not None:
+                self._unlink(branch)
 
     def all(self) -> list[Branch]:
-        return list(self._branches.values())
+        with self._lock:
+            return list(self._branches.values())
 
     def _unlink(self, branch: Branch) -> None:
         keys = self._by_root.get(branch.root, [])
@@ -144,13 +162,26 @@ def common_prefix(left: Sequence[Message], right: Sequence[Message]) -> int:
 
 
 class Sessions:
-    """Resolution and ingestion against the store, with the in-memory branch cache in front of it."""
+    """Resolution and ingestion against the store, with the in-memory branch cache in front of it.
 
-    def __init__(self, store: Store, counter: TokenCounter, max_branches: int = 512) -> None:
+    Worker threads share it. The requests of one conversation tree (one caller, or one explicit session) run one
+    at a time under that tree's lock (`serial`), since they extend and read the same branches; other trees run
+    side by side. A branch's own lock covers appending and settling its messages, so settling one request can
+    overlap the next request's wait for its tree."""
+
+    def __init__(self, store: Store, counter: TokenCounter, max_branches: int = 512, lock_stripes: int = 64) -> None:
         self.store = store
         self.counter = counter
-        self.cache = BranchCache(max_branches, on_evict=self.settle)
-        self._lock = threading.RLock()  # the in-process eval and the server may share one instance
+        self.cache = BranchCache(max_branches)
+        # A fixed set of locks, a tree hashed to one: bounded memory; two trees sharing a stripe only wait in turn.
+        self._stripes = [threading.RLock() for _ in range(lock_stripes)]
+
+    def serial(self, root: str) -> threading.RLock:
+        """The lock that puts the requests of the conversation tree `root` in line."""
+        return self._stripes[int(root[:8], 16) % len(self._stripes)]
+
+    def serial_for(self, caller: str, explicit_session: str | None) -> threading.RLock:
+        return self.serial(root_hash(caller, explicit_session))
 
     def resolve(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str,
                 check: Callable[[list[Message], int], None] = lambda messages, start: None,
@@ -158,8 +189,8 @@ class Sessions:
         """The branch this request continues, with its new messages ingested. `check(messages, start)` runs on the
         messages not seen before on this path, before anything is stored; what it raises propagates.
         `observations` tells which user messages are tool output sent in the user role."""
-        with self._lock:
-            root = root_hash(caller, explicit_session)
+        root = root_hash(caller, explicit_session)
+        with self.serial(root):
             branch, known = self._from_cache(root, messages)
             if branch is None:
                 check(messages, 0)
@@ -168,21 +199,26 @@ class Sessions:
             else:
                 check(messages, known)
             try:
-                new = self._ingest(branch, messages, known, model, policy, observations)
+                with branch.lock:
+                    new = self._ingest(branch, caller, messages, known, model, policy, observations)
             except Exception:
                 self.cache.drop(branch)  # memory may be half-updated; the store is the truth
                 raise
-            self.cache.put(branch)
-            return Resolved(branch, new)
+            evicted = self.cache.put(branch)
+        for old in evicted:
+            try:
+                self.settle(old)
+            except Exception as error:  # its messages come again with its conversation's next request
+                get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
+        return Resolved(branch, new)
 
     def forget(self, branch: Branch) -> None:
-        with self._lock:
-            self.cache.drop(branch)
+        self.cache.drop(branch)
 
     def settle(self, branch: Branch) -> None:
         """Extract and record the messages ingest deferred. Idempotent; run once the provider has the request,
         and before anything reads the branch's state."""
-        with self._lock:
+        with branch.lock:
             if branch.settled >= len(branch.messages):
                 return
             try:
@@ -192,9 +228,8 @@ class Sessions:
                 raise
 
     def settle_all(self) -> None:
-        with self._lock:
-            for branch in self.cache.all():
-                self.settle(branch)
+        for branch in self.cache.all():
+            self.settle(branch)
 
     # --- finding the path -----------------------------------------------------------------------------------
 
@@ -236,6 +271,7 @@ class Sessions:
         for message, row in zip(messages, rows):
             branch.messages.append(message)
             branch.hashes.append(row.hash)
+            branch.node_sessions.append(row.session_id)
             branch.refs.append(row.ref)
             branch.tokens.append(row.tokens)
             branch.tool_names.append(row.tool or "")
@@ -249,14 +285,15 @@ class Sessions:
 
     def _load_path(self, branch: Branch) -> None:
         """State, ledger ids and the latest compaction, folded from the store along this path only."""
-        branch.state, branch.fact_nodes = path_state(self.store, branch.session_id, branch.hashes)
-        checkpoint = self.store.latest_checkpoint_on_path(branch.session_id, branch.hashes)
+        sessions = branch.scope().sessions
+        branch.state, branch.fact_nodes = path_state(self.store, sessions, branch.hashes)
+        checkpoint = self.store.latest_checkpoint_on_path(sessions, branch.hashes)
         branch.epoch = epoch_from_dict(checkpoint) if checkpoint else None
         branch.built = None
 
     # --- ingesting what is new ------------------------------------------------------------------------------
 
-    def _ingest(self, branch: Branch, messages: list[Message], known: int, model: str, policy: str,
+    def _ingest(self, branch: Branch, caller: str, messages: list[Message], known: int, model: str, policy: str,
                 observations: ObservationMatcher) -> int:
         if known == len(messages) and known == len(branch.messages):
             branch.messages[:] = messages  # same content; keep the newest objects for identity checks
@@ -269,9 +306,17 @@ class Sessions:
             count = max(i for i, digest in enumerate(new_hashes) if digest in stored) + 1
             self._adopt_rows(branch, messages[known:known + count], [stored[d] for d in new_hashes[:count]],
                              observations)
+            branch.session_id = branch.node_sessions[-1]  # the stored path may have forked into a session of its own
             self._load_path(branch)
             known += count
             new_hashes = new_hashes[count:]
+        if new_hashes and known and not branch.explicit and self._diverges(branch, known, new_hashes[0]):
+            # Another conversation went on differently from here: from this message on, this one is a session of
+            # its own (its own id, refs, recall and state); it still reads its beginning from the session it forked
+            # from. What the branch has not written yet belongs to that session, so it is written first.
+            self._settle(branch)
+            forked_from, branch.session_id = branch.session_id, session_id_for(branch.root, new_hashes[0], None)
+            self.store.create_session(branch.session_id, caller, None, model, policy, forked_from=forked_from)
         task = first_user(messages)
         for offset, digest in enumerate(new_hashes):
             index = known + offset
@@ -284,6 +329,7 @@ class Sessions:
                 if observed or is_tool_result(message) else ("", "", "")
             branch.observed.append(observed)
             branch.hashes.append(digest)
+            branch.node_sessions.append(branch.session_id)
             branch.refs.append(ref_of(digest))
             branch.tokens.append(tokens)
             branch.tool_names.append(tool)
@@ -293,6 +339,16 @@ class Sessions:
             branch.total_tokens += tokens
         branch.recorded_as = (model, policy)
         return len(new_hashes)
+
+    def _diverges(self, branch: Branch, known: int, first_new: str) -> bool:
+        """Whether the message after the branch's first `known` ones already went on differently in another
+        conversation: a path in the cache, or a node in the store."""
+        parent = branch.hashes[known - 1]
+        for other in self.cache.candidates(branch.root):
+            if other is not branch and len(other.hashes) > known and other.hashes[known - 1] == parent \
+                    and other.hashes[known] != first_new:
+                return True
+        return self.store.other_child(parent, first_new)
 
     def _settle(self, branch: Branch) -> None:
         messages = branch.messages
@@ -317,13 +373,14 @@ class Sessions:
             branch.tool_names[index], branch.gists[index], branch.outcomes[index] = item.tool, item.gist, item.outcome
             branch.names[index] = item.names
         model, policy = branch.recorded_as
-        self.store.record(branch.session_id, records, facts, actions, model, policy, len(messages))
+        self.store.record(branch.scope(), records, facts, actions, model, policy, len(messages))
         branch.settled = len(messages)
 
 
-def path_state(store: Store, session_id: str, hashes: Sequence[str]) -> tuple[TaskState, dict[tuple[str, str], str]]:
-    """The task state folded from the ledger along one path only, and the node of each key's latest value."""
-    facts, actions = store.path_records(session_id, hashes)
+def path_state(store: Store, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[TaskState, dict[tuple[str, str], str]]:
+    """The task state folded from the ledger along one path only (whose nodes lie in `sessions`), and the node of
+    each key's latest value."""
+    facts, actions = store.path_records(sessions, hashes)
     state = TaskState()
     fact_nodes: dict[tuple[str, str], str] = {}
     for node, fact in facts:

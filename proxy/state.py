@@ -42,6 +42,8 @@ class TaskState:
     version: int = 0  # bumped on every change, so renderings can be cached
     # per object a tool output described: the turn of its latest snapshot and the keys it holds
     snapshots: dict[str, tuple[int, set[str]]] = field(default_factory=dict, repr=False)
+    # keys of the plan items now marked as the agent's next step (so naming a new one costs no scan of the facts)
+    next_steps: set[tuple[str, str]] = field(default_factory=set, repr=False)
 
     def apply(self, extraction: Extraction) -> None:
         if not extraction.facts and not extraction.actions:
@@ -63,13 +65,17 @@ class TaskState:
                 keys = set()
             keys.add(fact.key)
             self.snapshots[root] = (fact.turn, keys)
+        key = (fact.kind, fact.key)
         if fact.kind == PLAN and fact.value == NEXT:
             # the agent named its next step again: the step it named before is behind it, done or dropped
-            for key in [key for key, old in self.facts.items() if old.kind == PLAN and old.value == NEXT]:
-                del self.facts[key]
+            for old in self.next_steps:
+                self.facts.pop(old, None)
+            self.next_steps = {key}
+        else:
+            self.next_steps.discard(key)
         # re-inserting moves the key to the end, so dict order is "last updated"
-        self.facts.pop((fact.kind, fact.key), None)
-        self.facts[(fact.kind, fact.key)] = fact
+        self.facts.pop(key, None)
+        self.facts[key] = fact
         self.version += 1
 
     def of_kind(self, kind: str) -> list[Fact]:

@@ -24,7 +24,7 @@ from .logs import get_logger
 from .passages import has_cjk, query_words
 from .records import Action, Fact
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _IN_CHUNK = 500  # host parameters per IN (...) query
 T = TypeVar("T")
 
@@ -85,7 +85,32 @@ def _migrate_to_3(db: sqlite_utils.Database) -> None:
         db["facts"].add_column("source", str)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3]
+def _migrate_to_4(db: sqlite_utils.Database) -> None:
+    """Conversations that fork from one another are sessions of their own: which one a session forked from, and
+    the children of a node (a fork is a node with a second child)."""
+    if "forked_from" not in db["sessions"].columns_dict:
+        db["sessions"].add_column("forked_from", str)
+    db["messages"].create_index(["parent"], if_not_exists=True)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3, _migrate_to_4]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one conversation may read of the store: the sessions its path runs through (a conversation that forked
+    from another reads their shared beginning from the session it began in) and, for an implicit session, only
+    the nodes of its own path (None: all of one explicit session, which its client declared one conversation)."""
+
+    sessions: tuple[str, ...]
+    path: Collection[str] | None = None
+
+    @classmethod
+    def whole(cls, session_id: str) -> Scope:
+        return cls((session_id,))
+
+    def holds(self, session_id: str, node: str) -> bool:
+        return session_id in self.sessions and (self.path is None or node in self.path)
 
 
 
@@ -223,14 +248,15 @@ class Store:
             ).fetchone()
         return row[0] if row else None
 
-    def create_session(self, session_id: str, key_hash: str, explicit_id: str | None, model: str, policy: str) -> None:
+    def create_session(self, session_id: str, key_hash: str, explicit_id: str | None, model: str, policy: str,
+                       forked_from: str | None = None) -> None:
         now = time.time()
 
         def write() -> None:
             self._write.execute(
-                "INSERT OR IGNORE INTO sessions (id, key_hash, explicit_id, created_at, updated_at, model, policy, messages)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
-                (session_id, key_hash, explicit_id, now, now, model, policy),
+                "INSERT OR IGNORE INTO sessions (id, key_hash, explicit_id, created_at, updated_at, model, policy, messages,"
+                " forked_from) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                (session_id, key_hash, explicit_id, now, now, model, policy, forked_from),
             )
 
         self._submit(write)
@@ -264,16 +290,27 @@ class Store:
             found[row[0]] = NodeRow(*row[:8], row[8] or "")
         return found
 
-    def record(self, session_id: str, messages: Sequence[NewMessage], facts: Sequence[tuple[str, Fact, str | None]],
+    def other_child(self, parent: str, child: str) -> bool:
+        """Whether `parent` has a stored child other than `child`: a conversation diverges from another there."""
+        with self._read_lock:
+            return self._read.execute("SELECT 1 FROM messages WHERE parent = ? AND hash != ? LIMIT 1",
+                                      (parent, child)).fetchone() is not None
+
+    def record(self, scope: Scope, messages: Sequence[NewMessage], facts: Sequence[tuple[str, Fact, str | None]],
                actions: Sequence[tuple[str, Action]], model: str, policy: str, depth: int) -> None:
-        """Queue one request's new nodes with their facts, actions and evidence, written in one transaction.
+        """Queue one request's new nodes (of the scope's newest session) with their facts, actions and evidence,
+        written in one transaction. Every session of the scope counts as updated: a session others forked from
+        lives as long as they do.
 
         facts are (node, fact, node of the fact it supersedes on this path): both stay, the older is marked."""
-        self._submit(lambda: self._record(session_id, messages, facts, actions, model, policy, depth))
+        self._submit(lambda: self._record(scope.sessions, messages, facts, actions, model, policy, depth))
 
-    def _record(self, session_id: str, messages: Sequence[NewMessage], facts: Sequence[tuple[str, Fact, str | None]],
-                actions: Sequence[tuple[str, Action]], model: str, policy: str, depth: int) -> None:
+    def _record(self, sessions: tuple[str, ...], messages: Sequence[NewMessage],
+                facts: Sequence[tuple[str, Fact, str | None]], actions: Sequence[tuple[str, Action]], model: str,
+                policy: str, depth: int) -> None:
         now = time.time()
+        session_id = sessions[-1]
+        lineage = ",".join("?" * len(sessions))
         with self._transaction() as conn:
             for item in messages:
                 cursor = conn.execute(
@@ -295,8 +332,8 @@ class Store:
                  for node, f, older in facts],
             )
             conn.executemany(
-                "UPDATE facts SET superseded = 1 WHERE session_id = ? AND node = ? AND kind = ? AND key = ?",
-                [(session_id, older, f.kind, f.key) for _, f, older in facts if older is not None],
+                f"UPDATE facts SET superseded = 1 WHERE session_id IN ({lineage}) AND node = ? AND kind = ? AND key = ?",
+                [(*sessions, older, f.kind, f.key) for _, f, older in facts if older is not None],
             )
             conn.executemany(
                 "INSERT INTO actions (session_id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref)"
@@ -308,18 +345,23 @@ class Store:
                 "UPDATE sessions SET updated_at = ?, model = ?, policy = ?, messages = MAX(messages, ?) WHERE id = ?",
                 (now, model, policy, depth, session_id),
             )
+            if len(sessions) > 1:
+                conn.execute(f"UPDATE sessions SET updated_at = ? WHERE id IN ({lineage})", (now, *sessions))
 
-    def path_records(self, session_id: str, hashes: Sequence[str]) -> tuple[list[tuple[str, Fact]], list[tuple[str, Action]]]:
-        """Facts and actions stored for the nodes of one path, with their nodes, in path order."""
+    def path_records(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[list[tuple[str, Fact]], list[tuple[str, Action]]]:
+        """Facts and actions stored for the nodes of one path (whose nodes lie in `sessions`), with their nodes,
+        in path order."""
         self.flush()
         order = {digest: index for index, digest in enumerate(hashes)}
         facts: list[tuple[int, int, str, Fact]] = []
         actions: list[tuple[int, int, str, Action]] = []
+        lineage = ",".join("?" * len(sessions))
         for row in self._select_in("SELECT id, node, turn, kind, key, value, evidence_ref, source FROM facts"
-                                   " WHERE session_id = ? AND node IN ({})", (session_id,), hashes):
+                                   f" WHERE session_id IN ({lineage}) AND node IN ({{}})", tuple(sessions), hashes):
             facts.append((order[row[1]], row[0], row[1], Fact(row[3], row[4], row[5], row[2], row[6], row[7] or "")))
         for row in self._select_in("SELECT id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref"
-                                   " FROM actions WHERE session_id = ? AND node IN ({})", (session_id,), hashes):
+                                   f" FROM actions WHERE session_id IN ({lineage}) AND node IN ({{}})", tuple(sessions),
+                                   hashes):
             actions.append((order[row[1]], row[0], row[1], Action(row[2], row[3], row[4], row[5], row[6], row[7], row[8])))
         facts.sort(key=lambda item: (item[0], item[1]))
         actions.sort(key=lambda item: (item[0], item[1]))
@@ -343,12 +385,13 @@ class Store:
 
         self._submit(write)
 
-    def latest_checkpoint_on_path(self, session_id: str, hashes: Sequence[str]) -> dict[str, Any] | None:
-        """The deepest compaction whose tip lies on this path."""
+    def latest_checkpoint_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> dict[str, Any] | None:
+        """The deepest compaction whose tip lies on this path (whose nodes lie in `sessions`)."""
         self.flush()
         best: tuple[int, int, str] | None = None
-        for row in self._select_in("SELECT depth, id, epoch FROM checkpoints WHERE session_id = ? AND node IN ({})",
-                                   (session_id,), hashes):
+        lineage = ",".join("?" * len(sessions))
+        for row in self._select_in(f"SELECT depth, id, epoch FROM checkpoints WHERE session_id IN ({lineage})"
+                                   " AND node IN ({})", tuple(sessions), hashes):
             if best is None or (row[0], row[1]) > (best[0], best[1]):
                 best = row
         return orjson.loads(best[2]) if best else None
@@ -369,31 +412,32 @@ class Store:
 
     # --- evidence -------------------------------------------------------------------------------------------
 
-    def evidence(self, session_id: str, ref: str, path: Collection[str] | None = None) -> dict[str, Any] | None:
-        """The content stored under `ref` in one session; with `path` (node hashes of one conversation), only
-        if it was stored on that conversation."""
+    def evidence(self, scope: Scope, ref: str) -> dict[str, Any] | None:
+        """The content stored under `ref` within the scope (refs are unique within a session)."""
         self.flush()
         with self._read_lock:
             cursor = self._read.execute(
-                "SELECT ref, node, role, tool, content, tokens FROM evidence WHERE session_id = ? AND ref = ?",
-                (session_id, ref),
+                "SELECT ref, node, role, tool, content, tokens, session_id FROM evidence WHERE session_id IN ({}) AND"
+                " ref = ?".format(",".join("?" * len(scope.sessions))),
+                (*scope.sessions, ref),
             )
-            row = cursor.fetchone()
-            found = dict(zip([c[0] for c in cursor.description], row)) if row else None
-        return found if found is not None and (path is None or found["node"] in path) else None
+            names = [c[0] for c in cursor.description]
+            rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+        return next((row for row in rows if scope.holds(row.pop("session_id"), row["node"])), None)
 
-    def turn(self, session_id: str, node: str, path: Collection[str] | None = None) -> StoredTurn | None:
-        """The assistant message at `node` (within one session) with what answers it: the tool messages on the
+    def turn(self, scope: Scope, node: str) -> StoredTurn | None:
+        """The assistant message at `node` (within the scope) with what answers it: the tool messages on the
         paths below it, as deep as it made calls (parallel calls' results follow one another), or, when it made
         none, an observation sent in the user role as its child (ingest read it as a tool output: its tool is set).
         Branches forking below the message are all walked, newest first (a retried call's latest result is the
-        one that counts); each step is a lookup by (session_id, depth) and parent, never a scan of the session. None when the node is not an assistant message of the session."""
+        one that counts); each step is a lookup by parent, never a scan of the session. None when the node is not an
+        assistant message of the scope."""
         self.flush()
         with self._read_lock:
             row = self._read.execute(
-                "SELECT depth, role, body FROM messages WHERE hash = ? AND session_id = ?", (node, session_id)
+                "SELECT depth, role, body, session_id FROM messages WHERE hash = ?", (node,)
             ).fetchone()
-            if row is None or row[1] != "assistant":
+            if row is None or row[1] != "assistant" or not scope.holds(row[3], node):
                 return None
             message = orjson.loads(row[2])
             calls = len(message.get("tool_calls") or ()) + isinstance(message.get("function_call"), dict)
@@ -402,22 +446,21 @@ class Store:
                 "WITH RECURSIVE below(hash, depth, level) AS ("
                 " SELECT ?, ?, 0"
                 " UNION ALL SELECT m.hash, m.depth, below.level + 1 FROM below CROSS JOIN messages m"
-                " WHERE below.level < ? AND m.session_id = ? AND m.depth = below.depth + 1 AND m.parent = below.hash"
+                " WHERE below.level < ? AND m.parent = below.hash"
                 " AND m.role IN (?, ?) AND m.tool != '')"
-                " SELECT m.ref, m.role, m.tool, json_extract(m.body, '$.tool_call_id'), e.content, m.hash"
+                " SELECT m.ref, m.role, m.tool, json_extract(m.body, '$.tool_call_id'), e.content, m.hash, m.session_id"
                 " FROM below CROSS JOIN messages m ON m.hash = below.hash"
                 " LEFT JOIN evidence e ON e.session_id = m.session_id AND e.ref = m.ref"
                 " WHERE below.level > 0 ORDER BY m.rowid DESC",
-                (node, row[0], max(1, calls), session_id, *roles),
+                (node, row[0], max(1, calls), *roles),
             ).fetchall()
         answers = tuple(Answer(ref, role, tool, str(call_id or ""), content or "")
-                        for ref, role, tool, call_id, content, below in rows if path is None or below in path)
+                        for ref, role, tool, call_id, content, below, session in rows if scope.holds(session, below))
         return StoredTurn(message, answers)
 
-    def search_evidence(self, session_id: str, query: str, limit: int = 5, fresh: bool = True,
-                        path: Collection[str] | None = None) -> list[dict[str, Any]]:
-        """Best full-text matches (BM25) within one session, and with `path` (node hashes of one conversation)
-        only among what that conversation stored; fresh=False skips waiting for queued writes.
+    def search_evidence(self, scope: Scope, query: str, limit: int = 5, fresh: bool = True) -> list[dict[str, Any]]:
+        """Best full-text matches (BM25) within the scope: its sessions, and for an implicit session only what its
+        own conversation stored; fresh=False skips waiting for queued writes.
 
         The full-text index splits words at spaces, so a CJK word inside a run of CJK text is not one of its
         words: such words are also looked for as substrings, in this session's content only."""
@@ -428,15 +471,17 @@ class Store:
             return []
         # Only the request's own conversation, when given: filtered in SQL, so that another conversation's better
         # matches cannot crowd its own out of the limit.
+        path = scope.path
+        in_sessions = ",".join("?" * len(scope.sessions))
         on_path = " AND {node} IN (SELECT value FROM json_each(?))" if path is not None else ""
-        path_args: tuple[str, ...] = (orjson.dumps(sorted(path)).decode(),) if path is not None else ()
+        path_args: tuple[str, ...] = (*scope.sessions, *((orjson.dumps(sorted(path)).decode(),) if path is not None else ()))
         with self._read_lock:
             cursor = self._read.execute(
                 "SELECT evidence.ref, evidence.tool, evidence.role, evidence.content, bm25(evidence_fts) AS rank"
                 " FROM evidence_fts JOIN evidence ON evidence.id = evidence_fts.rowid"
-                " WHERE evidence_fts MATCH ? AND evidence.session_id = ?" + on_path.format(node="evidence.node")
-                + " ORDER BY rank LIMIT ?",
-                (" OR ".join(f'"{word}"' for word in words), session_id, *path_args, limit),
+                f" WHERE evidence_fts MATCH ? AND evidence.session_id IN ({in_sessions})"
+                + on_path.format(node="evidence.node") + " ORDER BY rank LIMIT ?",
+                (" OR ".join(f'"{word}"' for word in words), *path_args, limit),
             )
             names = [c[0] for c in cursor.description]
             hits = [dict(zip(names, row)) for row in cursor.fetchall()]
@@ -444,9 +489,10 @@ class Store:
             if cjk and len(hits) < limit:
                 found = {hit["ref"] for hit in hits}
                 cursor = self._read.execute(
-                    "SELECT ref, tool, role, content FROM evidence WHERE session_id = ?" + on_path.format(node="node")
-                    + " AND (" + " OR ".join("instr(lower(content), ?) > 0" for _ in cjk) + ") ORDER BY id DESC LIMIT ?",
-                    (session_id, *path_args, *cjk, limit + len(found)),
+                    f"SELECT ref, tool, role, content FROM evidence WHERE session_id IN ({in_sessions})"
+                    + on_path.format(node="node") + " AND (" + " OR ".join("instr(lower(content), ?) > 0" for _ in cjk)
+                    + ") ORDER BY id DESC LIMIT ?",
+                    (*path_args, *cjk, limit + len(found)),
                 )
                 names = [c[0] for c in cursor.description]
                 more = (dict(zip(names, row)) for row in cursor.fetchall())

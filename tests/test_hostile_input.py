@@ -266,3 +266,58 @@ def test_a_deep_message_is_stored_like_any_other(tmp_path) -> None:
     with sqlite3.connect(tmp_path / "store.db") as db:
         assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == 2
     engine.store.close()
+
+
+# --- workset's own work runs off the event loop ---------------------------------------------------------------------
+
+
+def test_a_request_stuck_in_workset_work_does_not_hold_up_another_tenant(proxy: Any, fake: Any) -> None:
+    """Ingest, extraction and compaction run on worker threads: while one caller's request is held inside them,
+    another caller's request goes through, and /healthz answers."""
+    import threading
+
+    engine = proxy.engine
+    entered, release = threading.Event(), threading.Event()
+    prepare = engine.prepare
+
+    def held_prepare(body: dict[str, Any], caller: str, *args: Any, **kwargs: Any) -> Any:
+        if body["messages"][-1].get("content") == "hold me":
+            entered.set()
+            release.wait(20)
+        return prepare(body, caller, *args, **kwargs)
+
+    engine.prepare = held_prepare
+    results: dict[str, httpx.Response] = {}
+    slow = threading.Thread(target=lambda: results.setdefault("slow", post(
+        proxy, {"model": "gpt-test", "messages": [{"role": "user", "content": "hold me"}]})))
+    slow.start()
+    try:
+        assert entered.wait(20)
+        other = post(proxy, {"model": "gpt-test", "messages": [{"role": "user", "content": "hello"}]},
+                     authorization="Bearer sk-other")
+        assert other.status_code == 200 and "slow" not in results  # answered while the first is still held
+        assert httpx.get(proxy.url + "/healthz", timeout=5).status_code == 200
+    finally:
+        release.set()
+        slow.join(30)
+    assert results["slow"].status_code == 200
+
+
+def test_workset_ms_counts_the_deferred_ingest(proxy: Any, fake: Any, capsys: Any) -> None:
+    """Extraction runs after the request is sent, beside the provider's latency; the header and the log still
+    count it."""
+    import threading
+
+    engine = proxy.engine
+    settle = engine.settle
+
+    def slow_settle(prepared: Any) -> None:
+        threading.Event().wait(0.3)  # stands in for a long extraction
+        settle(prepared)
+
+    engine.settle = slow_settle
+    response = post(proxy, {"model": "gpt-test", "messages": [{"role": "user", "content": "count me"}]})
+    assert response.status_code == 200
+    assert float(response.headers["x-workset-ms"]) >= 300
+    logged = next(json.loads(line) for line in capsys.readouterr().err.splitlines() if '"deferred_ms"' in line)
+    assert logged["deferred_ms"] >= 300 and logged["workset_ms"] < logged["deferred_ms"]

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from proxy.retention import DAY_S, start_retention, sweep
+from proxy.store import Scope
 
 pytestmark = pytest.mark.e2e
 
@@ -181,7 +182,7 @@ def test_store_deletes_old_sessions_with_everything_they_own(proxy, fake) -> Non
         with sqlite3.connect(db) as conn:
             assert not conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", (old,)).fetchone()[0], table
         assert table == "sessions" or count(db, table, recent), table
-    assert store.search_evidence(old, "zebra3x5") == [] and store.search_evidence(recent, "yak3x5")
+    assert store.search_evidence(Scope.whole(old), "zebra3x5") == [] and store.search_evidence(Scope.whole(recent), "yak3x5")
     with sqlite3.connect(db) as conn:  # the FTS index itself, not only its join with evidence
         assert conn.execute("SELECT count(*) FROM evidence_fts WHERE evidence_fts MATCH 'zebra3x5'").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM evidence_fts WHERE evidence_fts MATCH 'yak3x5'").fetchone()[0] == 1

@@ -181,9 +181,12 @@ def test_a_model_that_keeps_calling_recall_gets_at_most_max_rounds() -> None:
         asked.append(body)
         return reply(f"round {len(asked)}")
 
+    async def nothing(arguments: str) -> str:
+        return "nothing"
+
     body = recall.offer_tool({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     assert body is not None
-    final, rounds = asyncio.run(recall.complete(reply("round 0"), body, ask, lambda args: "nothing", 2, lambda t: None))
+    final, rounds = asyncio.run(recall.complete(reply("round 0"), body, ask, nothing, 2, lambda t: None))
     data = orjson.loads(final.body)
     assert rounds == 2 and len(asked) == 2
     assert "tools" not in asked[-1]  # the last round had no recall tool to call

@@ -12,7 +12,7 @@ import pytest
 
 from proxy import passages
 from proxy.recall import Resolver
-from proxy.store import NewMessage, Store
+from proxy.store import NewMessage, Scope, Store
 from proxy.tokens import TokenCounter
 
 COUNTER = TokenCounter()
@@ -36,18 +36,18 @@ class Documents:
         self.documents = documents
         self.tool = tool
 
-    def evidence(self, session_id: str, ref: str, path: Any = None) -> dict[str, Any] | None:
+    def evidence(self, scope: Scope, ref: str) -> dict[str, Any] | None:
         if ref not in self.documents:
             return None
         return {"ref": ref, "tool": self.tool, "role": "tool", "content": self.documents[ref]}
 
-    def search_evidence(self, session_id: str, query: str, limit: int = 5, path: Any = None) -> list[dict[str, Any]]:
+    def search_evidence(self, scope: Scope, query: str, limit: int = 5) -> list[dict[str, Any]]:
         return [{"ref": ref, "tool": self.tool, "role": "tool", "content": text}
                 for ref, text in list(self.documents.items())[:limit]]
 
 
 def recall(documents: dict[str, str], max_tokens: int = 600, context: int = 2, **arguments: Any) -> str:
-    resolver = Resolver(Documents(documents), COUNTER, "s", max_tokens, 3, context, path=None)  # type: ignore[arg-type]
+    resolver = Resolver(Documents(documents), COUNTER, Scope.whole("s"), max_tokens, 3, context)  # type: ignore[arg-type]
     return resolver(json.dumps(arguments))
 
 
@@ -241,7 +241,7 @@ def test_a_query_across_the_session_shows_each_documents_passage_within_max_toke
 
 def test_unknown_refs_and_bad_arguments_get_short_answers() -> None:
     assert recall({}, ref="0123") == "No stored content has ref 0123 in this conversation."
-    resolver = Resolver(Documents({}), COUNTER, "s", 600, path=None)  # type: ignore[arg-type]
+    resolver = Resolver(Documents({}), COUNTER, Scope.whole("s"), 600)  # type: ignore[arg-type]
     assert resolver("not json").startswith("workset_recall takes {\"ref\": \"ID\"}")
     assert resolver("{}").startswith("workset_recall takes")
 
@@ -251,7 +251,7 @@ def test_unknown_refs_and_bad_arguments_get_short_answers() -> None:
 
 def stored(store: Store, session: str, ref: str, content: str) -> None:
     message = {"role": "tool", "tool_call_id": ref, "content": content}
-    store.record(session, [NewMessage(f"{session}-{ref}", None, 0, message, 10, ref, "quotes", "", "ok", content)],
+    store.record(Scope.whole(session), [NewMessage(f"{session}-{ref}", None, 0, message, 10, ref, "quotes", "", "ok", content)],
                  [], [], "m", "p", 1)
 
 
@@ -263,11 +263,11 @@ def test_search_finds_a_chinese_word_inside_chinese_text_of_its_own_session_only
         stored(store, "a", "q1", QUOTES)
         stored(store, "a", "q2", "nothing about suppliers here")
         stored(store, "b", "q3", "供应商C最新报价：每箱40件")
-        assert [hit["ref"] for hit in store.search_evidence("a", "每箱")] == ["q1"]
-        assert [hit["ref"] for hit in store.search_evidence("b", "每箱")] == ["q3"]
-        assert [hit["ref"] for hit in store.search_evidence("a", "供应商C 报价")] == ["q1"]  # words are lower-cased
-        assert [hit["ref"] for hit in store.search_evidence("a", "nothing, here")] == ["q2"]  # full text as before
-        assert store.search_evidence("a", "供应商Z") == []
+        assert [hit["ref"] for hit in store.search_evidence(Scope.whole("a"), "每箱")] == ["q1"]
+        assert [hit["ref"] for hit in store.search_evidence(Scope.whole("b"), "每箱")] == ["q3"]
+        assert [hit["ref"] for hit in store.search_evidence(Scope.whole("a"), "供应商C 报价")] == ["q1"]  # words are lower-cased
+        assert [hit["ref"] for hit in store.search_evidence(Scope.whole("a"), "nothing, here")] == ["q2"]  # full text as before
+        assert store.search_evidence(Scope.whole("a"), "供应商Z") == []
     finally:
         store.close()
 
@@ -312,7 +312,7 @@ class Recorded:
         return list(branch.refs)
 
     def recall(self, session: str, max_tokens: int = 600, **arguments: Any) -> str:
-        return Resolver(self.store, COUNTER, self.session_ids[session], max_tokens, 3, 2, path=None)(json.dumps(arguments))
+        return Resolver(self.store, COUNTER, Scope.whole(self.session_ids[session]), max_tokens, 3, 2)(json.dumps(arguments))
 
 
 @pytest.fixture
