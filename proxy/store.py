@@ -26,6 +26,7 @@ from .records import Action, Fact
 
 SCHEMA_VERSION = 4
 _IN_CHUNK = 500  # host parameters per IN (...) query
+_WRITE_BATCH = 256  # writes per commit at most: bounds how long one commit holds the file (not a tuning knob)
 T = TypeVar("T")
 
 
@@ -182,6 +183,8 @@ class Store:
         # writes that the client's next request carries again (agents resend the whole history).
         self._writes: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._writer: threading.Thread | None = None
+        # (on success, on failure) of the writes of the batch being committed; the writer thread's alone
+        self._after_commit: list[tuple[Callable[[None], None], Callable[[BaseException], None]]] = []
         self.failed_writes = 0
 
     # --- schema ---------------------------------------------------------------------------------------------
@@ -223,19 +226,53 @@ class Store:
         self._writes.put(write)
 
     def _write_loop(self) -> None:
+        """Writes queued meanwhile are committed together: under load one commit serves many requests, so what was
+        answered reaches the file sooner. Each write is its own savepoint: one that fails is rolled back alone."""
         while True:
-            write = self._writes.get()
+            batch = [self._writes.get()]
+            while len(batch) < _WRITE_BATCH and batch[-1] is not None:
+                try:
+                    batch.append(self._writes.get_nowait())
+                except queue.Empty:
+                    break
             try:
-                if write is None:
-                    return
-                write()
-            except Exception:  # a failed write must not stop the writer; the next request re-sends the history
-                self.failed_writes += 1
-                get_logger().exception("store_write_failed", failed_writes=self.failed_writes)
+                self._commit([write for write in batch if write is not None])
             finally:
-                self._writes.task_done()
+                for _ in batch:
+                    self._writes.task_done()
+            if batch[-1] is None:
+                return
+
+    def _commit(self, writes: list[Callable[[], None]]) -> None:
+        if not writes:
+            return
+        conn = self._write
+        self._after_commit = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for write in writes:
+                conn.execute("SAVEPOINT one_write")
+                try:
+                    write()
+                except Exception:  # a failed write must not stop the others; the next request re-sends the history
+                    conn.execute("ROLLBACK TO one_write")
+                    self.failed_writes += 1
+                    get_logger().exception("store_write_failed", failed_writes=self.failed_writes)
+                conn.execute("RELEASE one_write")
+            conn.execute("COMMIT")
+        except Exception as error:  # the commit failed (disk full, locked past busy_timeout): nothing of it is kept
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self.failed_writes += len(writes)
+            get_logger().exception("store_write_failed", failed_writes=self.failed_writes)
+            for _, failed in self._after_commit:
+                failed(error)
+            return
+        for done, _ in self._after_commit:  # results are told only once they are in the file
+            done(None)
 
     def _transaction(self) -> Any:
+        """The writer's open transaction (see _commit): writes run inside it."""
         return _Transaction(self._write)
 
     # --- sessions -------------------------------------------------------------------------------------------
@@ -575,7 +612,12 @@ class Store:
 
     def _delete_sessions_before(self, cutoff: float) -> list[str]:
         with self._transaction() as conn:
-            ids = [row[0] for row in conn.execute("SELECT id FROM sessions WHERE updated_at < ?", (cutoff,))]
+            # A session others forked from holds the beginning they read: it goes only with them. (Their requests
+            # keep it updated too; this guards against clocks and hand edits.)
+            ids = [row[0] for row in conn.execute(
+                "SELECT id FROM sessions WHERE updated_at < ? AND id NOT IN"
+                " (SELECT forked_from FROM sessions WHERE forked_from IS NOT NULL AND updated_at >= ?)",
+                (cutoff, cutoff))]
             for chunk in _chunks(ids):
                 marks = ",".join("?" * len(chunk))
                 for table in ("messages", "facts", "actions", "evidence", "checkpoints"):
@@ -589,10 +631,11 @@ class Store:
 
         def run() -> None:
             try:
-                done.set_result(write())
+                result = write()
             except BaseException as error:
                 done.set_exception(error)
                 raise
+            self._after_commit.append((lambda _: done.set_result(result), done.set_exception))
 
         self._submit(run)
         return done.result()
@@ -606,17 +649,22 @@ def _connect(path: str | Path) -> sqlite3.Connection:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error (the connection runs in autocommit mode)."""
+    """The statements of one write: inside the writer's batch transaction, whose savepoint undoes them on error;
+    outside one (never on the writer thread), a transaction of their own."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        self._own = False
 
     def __enter__(self) -> sqlite3.Connection:
-        self._conn.execute("BEGIN IMMEDIATE")
+        if not self._conn.in_transaction:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._own = True
         return self._conn
 
     def __exit__(self, kind: object, error: object, trace: object) -> None:
-        self._conn.execute("ROLLBACK" if kind else "COMMIT")
+        if self._own:
+            self._conn.execute("ROLLBACK" if kind else "COMMIT")
 
 
 def _chunks(items: Sequence[str]) -> Iterable[list[str]]:

@@ -138,3 +138,53 @@ def test_a_retry_of_the_same_request_stays_in_its_session(tmp_path: Path) -> Non
         sessions.add(shorter.session_id)
     assert len(sessions) == 1
     engine.store.close()
+
+
+def test_a_session_others_forked_from_lives_as_long_as_they_do(tmp_path: Path) -> None:
+    import sqlite3
+    import time
+
+    store_path = tmp_path / "store.db"
+    engine = Engine(Config(), {"tight": POLICY}, Store(store_path), COUNTER)
+    first = conversation("acct_a", "SECRET_A")
+    second = conversation("acct_b", "SECRET_B")
+    for messages in (first, second):
+        engine.settle(engine.prepare({"model": "m", "messages": messages}, "k", policy_name="tight"))
+    parent = engine.prepare({"model": "m", "messages": first}, "k", policy_name="tight").session_id
+    child = engine.prepare({"model": "m", "messages": second}, "k", policy_name="tight").session_id
+    engine.store.flush()
+    with sqlite3.connect(store_path) as conn:  # as if the parent's own conversation had stopped long ago
+        conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time() - 100 * 86400, parent))
+    assert engine.store.delete_sessions_before(time.time() - 30 * 86400) == []  # the child still reads its start
+    engine.store.close()
+    engine = Engine(Config(), {"tight": POLICY}, Store(store_path), COUNTER)
+    again = engine.prepare({"model": "m", "messages": second + [{"role": "user", "content": "and now?"}]}, "k",
+                           policy_name="tight")
+    assert again.session_id == child and again.rewritten and not again.note
+    with sqlite3.connect(store_path) as conn:
+        conn.execute("UPDATE sessions SET updated_at = ?", (time.time() - 100 * 86400,))
+    engine.store.flush()
+    assert sorted(engine.store.delete_sessions_before(time.time() - 30 * 86400)) == sorted([parent, child])
+    engine.store.close()
+
+
+def test_writes_committed_together_fail_alone(tmp_path: Path) -> None:
+    """The writer commits what queued up meanwhile in one transaction; a write that fails is undone alone."""
+    store = Store(tmp_path / "store.db")
+    store.create_session("S", "key", None, "m", "p")
+
+    def stored(node: str) -> NewMessage:
+        return NewMessage(node, None, 0, {"role": "tool", "content": node}, 5, "r" + node, "t", "", "ok", node)
+
+    def broken() -> None:
+        store._write.execute("INSERT INTO messages (hash, session_id, depth, role, body) VALUES"  # noqa: SLF001
+                             " ('half', 'S', 0, 'tool', '{}')")  # a write that fails midway
+        raise RuntimeError("disk on fire")
+
+    store.record(Scope.whole("S"), [stored("before")], [], [], "m", "p", 1)
+    store._submit(broken)  # noqa: SLF001
+    store.record(Scope.whole("S"), [stored("after")], [], [], "m", "p", 1)
+    store.flush()
+    assert store.failed_writes == 1
+    assert {node for node in ("before", "after", "half") if store.find_nodes([node])} == {"before", "after"}
+    store.close()
