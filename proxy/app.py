@@ -128,8 +128,9 @@ async def _chat(workset: Workset, request: Request) -> Response:
     config = workset.config
     fields: dict[str, Any] = {"route": "chat"}
     try:
-        body = parse_json_object(await _read_body(request, config.server.max_body_bytes))
-        check_chat(body)
+        raw = await _read_body(request, config.server.max_body_bytes)
+        waited = time.perf_counter()
+        body, own_ms = await workset.run(_cpu_timed, _parsed_chat, raw)  # parsing megabytes is work too
         model = body["model"]
         fields["model"] = model
         caller_key = _caller_key(request)
@@ -140,7 +141,11 @@ async def _chat(workset: Workset, request: Request) -> Response:
             workset.engine.policy_for(model, policy_name)
         except UnknownPolicy as error:
             raise WorksetError(400, str(error), "invalid_request_error", "unknown_policy") from error
-        prepared = await workset.run(_prepare, workset, body, key_hash(caller_key), explicit, policy_name, fields)
+        prepared, prepare_ms = await workset.run(_cpu_timed, _prepare, workset, body, key_hash(caller_key), explicit,
+                                                 policy_name, fields)
+        own_ms += prepare_ms
+        # what the request waited for (a free worker, the interpreter, its conversation's branch) under load
+        fields["queued_ms"] = round(max(0.0, (time.perf_counter() - waited) * 1000 - own_ms), 3)
         fields.update(session=prepared.session_id, policy=prepared.policy, tokens_original=prepared.tokens_original,
                       tokens_sent=prepared.tokens_sent, compacted=prepared.compacted, new_messages=prepared.new_messages)
         if prepared.epoch is not None:
@@ -152,7 +157,7 @@ async def _chat(workset: Workset, request: Request) -> Response:
         if config.logging.content:
             fields["messages"] = prepared.body["messages"]
         outgoing = _strip_session_metadata(prepared.body)
-        fields["workset_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        fields["workset_ms"] = round(own_ms, 3)
         # Deferred ingest (extraction, store writes) and the start of a background summary run on a worker while
         # the request is on its way to the provider: they overlap its latency instead of adding to it.
         settling = workset.background(_after_sending(workset, prepared, caller_key))
@@ -166,7 +171,7 @@ async def _chat(workset: Workset, request: Request) -> Response:
         # x-workset-ms counts all of workset's own work for the request, the deferred part included: it is done by
         # now unless it took longer than the provider did.
         fields["deferred_ms"] = await settling
-        headers = _workset_headers(prepared, explicit, fields["workset_ms"] + fields["deferred_ms"])
+        headers = _workset_headers(prepared, explicit, fields["workset_ms"] + fields["deferred_ms"], fields["queued_ms"])
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
         _log_request(log, fields, started)
@@ -234,15 +239,14 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
 async def _start_summary(workset: Workset, prepared: Prepared, caller_key: str | None) -> float:
     """Precompute the next compaction's summary in the background, if the policy wants one now; the milliseconds
     spent deciding (the summary itself is the summariser model's time, not workset's)."""
-    started = time.perf_counter()
     try:
-        job = await workset.run(workset.engine.summary_job, prepared)
+        job, spent = await workset.run(_cpu_timed, workset.engine.summary_job, prepared)
     except Exception as error:  # a summary is an optimisation: never fail the request for it
         get_logger().error("summary_job_failed", error=f"{error.__class__.__name__}: {error}")
         return 0.0
     if job is not None:
         workset.background(_summarize(workset, prepared, job, caller_key))
-    return round((time.perf_counter() - started) * 1000, 3)
+    return spent
 
 
 async def _summarize(workset: Workset, prepared: Prepared, job: Job, caller_key: str | None) -> None:
@@ -277,18 +281,25 @@ async def _after_sending(workset: Workset, prepared: Prepared, caller_key: str |
     """Settle the request's new messages on a worker, then start a background summary if one is due; the
     milliseconds of workset's own work this took."""
     try:
-        spent = await workset.run(_timed, workset.engine.settle, prepared)
+        _, spent = await workset.run(_cpu_timed, workset.engine.settle, prepared)
     except Exception as error:  # the request already went out; a failed ingest is logged, never raised
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
         return 0.0
-    return spent + await _start_summary(workset, prepared, caller_key)
+    return round(spent + await _start_summary(workset, prepared, caller_key), 3)
 
 
-def _timed(work: Callable[..., object], *args: Any) -> float:
-    """Milliseconds `work(*args)` took on the thread that ran it (not counting the wait for a worker)."""
-    started = time.perf_counter()
-    work(*args)
-    return round((time.perf_counter() - started) * 1000, 3)
+def _cpu_timed(work: Callable[..., T], *args: Any) -> tuple[T, float]:
+    """`work(*args)` and the milliseconds of CPU it took on its thread: workset's own work, not the time it waited
+    for the interpreter while other requests' work ran (that shows in queued_ms and the latency)."""
+    started = time.thread_time()
+    result = work(*args)
+    return result, (time.thread_time() - started) * 1000
+
+
+def _parsed_chat(raw: bytes) -> dict[str, Any]:
+    body = parse_json_object(raw)
+    check_chat(body)
+    return body
 
 
 
@@ -318,12 +329,13 @@ def _route_for(workset: Workset, model: str, caller_key: str | None) -> Any:
     return route(deployment, model, config.upstream)
 
 
-def _workset_headers(prepared: Prepared, explicit: str | None, own_ms: float) -> dict[str, str]:
+def _workset_headers(prepared: Prepared, explicit: str | None, own_ms: float, queued_ms: float) -> dict[str, str]:
     headers = {
         "x-workset-tokens-original": str(prepared.tokens_original),
         "x-workset-tokens-sent": str(prepared.tokens_sent),
         "x-workset-policy": prepared.policy,
-        "x-workset-ms": f"{own_ms:.3f}",  # time in workset's own steps, before the provider is called
+        "x-workset-ms": f"{own_ms:.3f}",  # workset's own work for the request, deferred part included
+        "x-workset-queue-ms": f"{queued_ms:.3f}",  # what it waited for before forwarding, under load
     }
     session = explicit or prepared.session_id
     if session:

@@ -17,7 +17,7 @@ from .recall import RECALL_DEFINITION, offer_tool
 from .policy import Policy
 from .records import APPROVAL, PLAN, Message
 from .retrieval import elided_mentions, failure_advice, irreversible_guard, latest_user_text, recent_tool_outcomes
-from .session import Branch, Sessions, epoch_to_dict
+from .session import Branch, Resolved, Sessions, epoch_to_dict
 from .summarize import Job, Summary, anchored, job_for, state_kept, verify
 from .state import TaskState, render_state, state_snapshot
 from .store import Store
@@ -107,17 +107,16 @@ class Engine:
     def prepare(self, body: dict[str, Any], caller: str, explicit_session: str | None = None,
                 policy_name: str | None = None) -> Prepared:
         """What to forward for one chat request. Raises WorksetError when a message not seen before is malformed.
-        Safe to call from several threads: the requests of one conversation tree take their turn."""
-        with self.sessions.serial_for(caller, explicit_session):
-            return self._prepare(body, caller, explicit_session, policy_name)
-
-    def _prepare(self, body: dict[str, Any], caller: str, explicit_session: str | None,
-                 policy_name: str | None) -> Prepared:
+        Safe to call from several threads: the request holds its conversation's branch while it is built (see
+        Sessions.claimed); other conversations go on meanwhile."""
         model = str(body["model"])
         policy = self.policy_for(model, policy_name)
+        with self.sessions.claimed(caller, explicit_session, body["messages"], model, policy.name, check_messages,
+                                   policy.observation_matcher) as resolved:
+            return self._build(body, resolved, model, policy)
+
+    def _build(self, body: dict[str, Any], resolved: Resolved, model: str, policy: Policy) -> Prepared:
         messages: list[Message] = body["messages"]
-        resolved = self.sessions.resolve(caller, explicit_session, messages, model, policy.name, check_messages,
-                                         policy.observation_matcher)
         branch = resolved.branch
         try:
             tools_tokens = self.counter.tools(body.get("tools"))
@@ -258,7 +257,7 @@ class Engine:
         policy = self.policies.get(prepared.policy)
         if branch is None or policy is None or policy.summarizer.mode != "llm" or not prepared.rewritten:
             return None
-        with self.sessions.serial(branch.root):
+        with branch.serial:
             return self._summary_job(prepared, branch, policy)
 
     def _summary_job(self, prepared: Prepared, branch: Branch, policy: Policy) -> Job | None:
@@ -288,7 +287,7 @@ class Engine:
         """Record a finished job: verified, it waits on the branch for the next compaction."""
         branch = prepared.branch
         assert branch is not None
-        with self.sessions.serial(branch.root):
+        with branch.serial:
             return self._summary_done(prepared, branch, job, text, failure)
 
     def _summary_done(self, prepared: Prepared, branch: Branch, job: Job, text: str | None, failure: str) -> Summary:

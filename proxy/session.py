@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
@@ -60,6 +62,8 @@ class Branch:
     untouchable: tuple[int, int, bool] = (0, 0, False)  # (messages counted, their tokens, task seen)
     # held while messages are appended or settled: settling runs in a worker thread beside the next request
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # held by the request building its working set on this branch (see Sessions.claimed)
+    serial: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def untouchable_tokens(self) -> int:
         """Tokens of what compaction never removes or rewrites (system and developer messages, the task),
@@ -164,10 +168,14 @@ def common_prefix(left: Sequence[Message], right: Sequence[Message]) -> int:
 class Sessions:
     """Resolution and ingestion against the store, with the in-memory branch cache in front of it.
 
-    Worker threads share it. The requests of one conversation tree (one caller, or one explicit session) run one
-    at a time under that tree's lock (`serial`), since they extend and read the same branches; other trees run
-    side by side. A branch's own lock covers appending and settling its messages, so settling one request can
-    overlap the next request's wait for its tree."""
+    Worker threads share it. Three locks, always taken in this order:
+    - a conversation tree's (one caller, or one explicit session; `serial`): held while a request finds its branch
+      and appends its new messages, which is short;
+    - a branch's `serial`: held by the request that builds its working set on the branch, which may be long
+      (compaction); only a request of the very same conversation waits for it;
+    - a branch's `lock`: held while its messages are appended or settled, so settling one request (on a worker,
+      beside the provider's latency) never races the next one.
+    So the conversations of one key (one tree) are built side by side."""
 
     def __init__(self, store: Store, counter: TokenCounter, max_branches: int = 512, lock_stripes: int = 64) -> None:
         self.store = store
@@ -180,15 +188,20 @@ class Sessions:
         """The lock that puts the requests of the conversation tree `root` in line."""
         return self._stripes[int(root[:8], 16) % len(self._stripes)]
 
-    def serial_for(self, caller: str, explicit_session: str | None) -> threading.RLock:
-        return self.serial(root_hash(caller, explicit_session))
-
     def resolve(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str,
                 check: Callable[[list[Message], int], None] = lambda messages, start: None,
                 observations: ObservationMatcher = NO_OBSERVATIONS) -> Resolved:
         """The branch this request continues, with its new messages ingested. `check(messages, start)` runs on the
         messages not seen before on this path, before anything is stored; what it raises propagates.
         `observations` tells which user messages are tool output sent in the user role."""
+        with self.claimed(caller, explicit_session, messages, model, policy, check, observations) as resolved:
+            return resolved
+
+    @contextmanager
+    def claimed(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str,
+                check: Callable[[list[Message], int], None] = lambda messages, start: None,
+                observations: ObservationMatcher = NO_OBSERVATIONS) -> Iterator[Resolved]:
+        """resolve(), with the branch held for this request alone until the block ends."""
         root = root_hash(caller, explicit_session)
         with self.serial(root):
             branch, known = self._from_cache(root, messages)
@@ -198,19 +211,25 @@ class Sessions:
                                                  observations)
             else:
                 check(messages, known)
+            # Waits only while a request of this very conversation is still being built on the branch.
+            branch.serial.acquire()
             try:
                 with branch.lock:
                     new = self._ingest(branch, caller, messages, known, model, policy, observations)
             except Exception:
+                branch.serial.release()
                 self.cache.drop(branch)  # memory may be half-updated; the store is the truth
                 raise
             evicted = self.cache.put(branch)
-        for old in evicted:
-            try:
-                self.settle(old)
-            except Exception as error:  # its messages come again with its conversation's next request
-                get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
-        return Resolved(branch, new)
+        try:
+            for old in evicted:
+                try:
+                    self.settle(old)
+                except Exception as error:  # its messages come again with its conversation's next request
+                    get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
+            yield Resolved(branch, new)
+        finally:
+            branch.serial.release()
 
     def forget(self, branch: Branch) -> None:
         self.cache.drop(branch)

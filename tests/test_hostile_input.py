@@ -306,13 +306,15 @@ def test_a_request_stuck_in_workset_work_does_not_hold_up_another_tenant(proxy: 
 def test_workset_ms_counts_the_deferred_ingest(proxy: Any, fake: Any, capsys: Any) -> None:
     """Extraction runs after the request is sent, beside the provider's latency; the header and the log still
     count it."""
-    import threading
+    import time
 
     engine = proxy.engine
     settle = engine.settle
 
     def slow_settle(prepared: Any) -> None:
-        threading.Event().wait(0.3)  # stands in for a long extraction
+        started = time.thread_time()
+        while time.thread_time() - started < 0.3:  # stands in for a long extraction: 300 ms of CPU
+            pass
         settle(prepared)
 
     engine.settle = slow_settle
@@ -321,3 +323,35 @@ def test_workset_ms_counts_the_deferred_ingest(proxy: Any, fake: Any, capsys: An
     assert float(response.headers["x-workset-ms"]) >= 300
     logged = next(json.loads(line) for line in capsys.readouterr().err.splitlines() if '"deferred_ms"' in line)
     assert logged["deferred_ms"] >= 300 and logged["workset_ms"] < logged["deferred_ms"]
+
+
+def test_conversations_of_one_key_are_built_side_by_side(proxy: Any, fake: Any) -> None:
+    """A team's agents share one key and one system prompt: while one conversation's working set is being built
+    (a long compaction, say), another conversation of the same key is answered."""
+    import threading
+
+    engine = proxy.engine
+    entered, release = threading.Event(), threading.Event()
+    build = engine._build  # noqa: SLF001
+
+    def held_build(body: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if body["messages"][-1].get("content") == "hold me":
+            entered.set()
+            release.wait(20)
+        return build(body, *args, **kwargs)
+
+    engine._build = held_build  # noqa: SLF001
+    system = {"role": "system", "content": "You are the team's agent."}
+    results: dict[str, httpx.Response] = {}
+    slow = threading.Thread(target=lambda: results.setdefault("slow", post(
+        proxy, {"model": "gpt-test", "messages": [system, {"role": "user", "content": "hold me"}]})))
+    slow.start()
+    try:
+        assert entered.wait(20)
+        other = post(proxy, {"model": "gpt-test", "messages": [system, {"role": "user", "content": "other task"}]})
+        assert other.status_code == 200 and "slow" not in results
+    finally:
+        release.set()
+        slow.join(30)
+    assert results["slow"].status_code == 200
+    assert results["slow"].headers["x-workset-session"] != other.headers["x-workset-session"]
