@@ -74,7 +74,7 @@ POLICY: dict[str, Any] = {
 # so, not every other turn as under POLICY (which isolation and kill -9 keep, so that elisions and refs abound).
 TEAM_POLICY: dict[str, Any] = {
     "name": "team", "recent_turns": 3,
-    "budget": {"max_input_tokens": 12000},
+    "budget": {"max_input_tokens": 12000},  # Options.load_budget
     "tool_outputs": {"max_tokens": 600, "head_tokens": 150, "tail_tokens": 100},
     "state": {"position": "both"},
 }
@@ -106,6 +106,7 @@ class Options:
     provider_ms: float = _option(500.0, "the model's own time per reply (the provider waits this long)")
     think_ms: float = _option(200.0, "the agent's time between a reply and its next request (its tools run), ±50%")
     output_lines: int = _option(20, "lines of each tool output (about 25 tokens each; 600 tokens are elided at once)")
+    load_budget: int = _option(12000, "max_input_tokens of the load run's policy (compaction every dozen turns)")
     isolation_conversations: int = _option(20, "conversations of one key sharing system prompt and first message")
     isolation_turns: int = _option(12, "requests per conversation of the isolation run")
     no_key_conversations: int = _option(4, "the same, of callers without a key")
@@ -306,7 +307,8 @@ class Suite:
     """The recording provider and one `workset serve` (on a fixed port and store, so it can be killed and
     restarted), both subprocesses, stopped on exit."""
 
-    def __init__(self, folder: Path, provider_ms: float, start_timeout_s: float = 120.0) -> None:
+    def __init__(self, folder: Path, provider_ms: float, load_budget: int = 12000,
+                 start_timeout_s: float = 120.0) -> None:
         self.folder = folder
         self.start_timeout_s = start_timeout_s
         self.store = folder / "store.db"
@@ -316,7 +318,8 @@ class Suite:
                                        "--delay-ms", str(provider_ms)], provider_port, cwd=ROOT,
                                       start_timeout=start_timeout_s)
         (folder / "load.yaml").write_text(yaml.safe_dump(POLICY))
-        (folder / "team.yaml").write_text(yaml.safe_dump(TEAM_POLICY))
+        team = {**TEAM_POLICY, "budget": {"max_input_tokens": load_budget}}
+        (folder / "team.yaml").write_text(yaml.safe_dump(team))
         config = {
             "model_list": [{"model_name": "*", "litellm_params": {"model": "openai/*",
                                                                  "api_base": self.provider.url + "/v1"}}],
@@ -810,7 +813,7 @@ class Results:
 
 async def run_suite(opts: Options, folder: Path) -> Results:
     began = time.monotonic()
-    with Suite(folder, opts.provider_ms) as suite:
+    with Suite(folder, opts.provider_ms, opts.load_budget) as suite:
         load = await run_load(suite, opts)
         isolation = await run_isolation(suite, opts)
         kill = await run_kills(suite, opts)

@@ -19,12 +19,13 @@ from bench.load import Options, Suite, run_isolation, run_kills, run_load  # noq
 pytestmark = pytest.mark.e2e
 
 CI = Options(sessions=8, turns=6, kills=1, provider_ms=5, think_ms=20, isolation_conversations=20, isolation_turns=10,
-             no_key_conversations=2, long_sessions=1, long_messages=60, kill_after_s=1.5, request_timeout_s=30)
+             no_key_conversations=2, long_sessions=1, long_messages=60, kill_after_s=1.5, request_timeout_s=30,
+             load_budget=3000)  # six turns: a small budget, so that the load run compacts too
 
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
-    with Suite(Path(tmp_path_factory.mktemp("load")), CI.provider_ms, start_timeout_s=60) as running:
+    with Suite(Path(tmp_path_factory.mktemp("load")), CI.provider_ms, CI.load_budget, start_timeout_s=60) as running:
         yield running
 
 
