@@ -108,7 +108,8 @@ def inspect_session(args: argparse.Namespace) -> int:
         branch = latest_branch(store, row["id"])
         if not branch.messages:
             raise CommandError(f"session {row['id']} has no stored messages")
-        engine = Engine(config, policies, store, TokenCounter(config.tokens.encoding), context_window)
+        counter = TokenCounter(config.tokens.encoding, exact_chars=config.tokens.exact_chars)
+        engine = Engine(config, policies, store, counter, context_window)
         try:
             policy = engine.policy_for(row["model"], args.policy or row["policy"])
         except UnknownPolicy as error:

@@ -80,6 +80,24 @@ class LoggingSettings:
 @dataclass(frozen=True)
 class TokenSettings:
     encoding: str = setting("o200k_base", "tiktoken encoding used to count tokens")
+    exact_chars: int = setting(
+        32768, "a text up to this many characters is counted exactly; a longer one is estimated from an exact count "
+               "of evenly spaced samples of this many characters in all (tiktoken reads a megabyte in 30 to 800 ms)",
+        min=1024,
+    )
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    extract_chars: int = setting(
+        32768, "extraction reads at most this many characters of a message, and a sixteenth as many lines (its head "
+               "and tail), and half as much of its tool-call arguments; the whole message is still stored and recalled",
+        min=1024,
+    )
+    extract_ms: float = setting(
+        50.0, "after this many milliseconds on one message, extraction skips its remaining stages (logged as "
+              "skipped); the cheap, valuable ones run first", min=0.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -99,6 +117,7 @@ class Config:
     store: StoreSettings = setting(StoreSettings(), "sidecar store")
     logging: LoggingSettings = setting(LoggingSettings(), "request logs")
     tokens: TokenSettings = setting(TokenSettings(), "token counting")
+    ingest: IngestSettings = setting(IngestSettings(), "what workset reads of each new message")
     cache: CacheSettings = setting(CacheSettings(), "in-memory caches")
 
     def deployment_for(self, model: str) -> Deployment | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .extract import extract
+from .extract import EXTRACT_CHARS, Stages, extract
 from .extract.actions import tool_output_gist
 from .extract.names import message_names
 from .messages import is_tool_result, message_text, tool_calls
@@ -23,6 +23,7 @@ class Extracted:
     outcome: str  # tool results: ok | error
     evidence: str | None  # text stored under the message's ref
     names: tuple[str, ...]  # names in it (paths, identifiers) for the index of elided turns
+    skipped: tuple[str, ...] = ()  # extraction stages left out because the message's time cap had passed
 
 
 def context_for(messages: Sequence[Message], index: int, ref: str, first_user: int | None,
@@ -66,22 +67,31 @@ def tool_outcome(messages: Sequence[Message], index: int, first_user: int | None
 
 
 def extract_at(messages: Sequence[Message], index: int, ref: str, first_user: int | None,
-               observed: bool = False) -> Extracted:
+               observed: bool = False, max_chars: int = EXTRACT_CHARS,
+               deadline_ms: float | None = None) -> Extracted:
     """Everything deterministic extraction learns from messages[index] (its tokens are counted separately: the
     working set needs them at once, the rest can wait until the provider has the request). An observation (a
-    tool output sent in the user role) is read as the tool output it is, never as the user's words."""
+    tool output sent in the user role) is read as the tool output it is, never as the user's words.
+
+    Bounded per message: extraction reads at most `max_chars` of the text (and half as much of the tool-call
+    arguments), and once `deadline_ms` has passed its remaining stages are skipped and named in `skipped`. The
+    request path passes config ingest.extract_ms; the default, no cap, keeps evaluations and tests the same on a
+    busy machine (a time cap makes what is extracted depend on the machine's load). The evidence is the whole
+    message."""
+    stages = Stages.within(deadline_ms)
     message = messages[index]
     context = context_for(messages, index, ref, first_user, observed)
     if observed:
         message = {"role": "tool", "content": message.get("content")}
-    extraction = extract(message, context)
+    extraction = extract(message, context, max_chars, stages)
     text = message_text(message)
     tool = gist = outcome = ""
     if is_tool_result(message):
         tool = _tool_name(message, context)
         action = extraction.actions[0] if extraction.actions else None
         outcome, gist = (action.outcome, action.gist) if action else tool_output_gist(text, GIST_CHARS)
-    return Extracted(extraction, tool, gist, outcome, _evidence_text(message, text), message_names(message, text))
+    found = stages.run("names", lambda: message_names(message, text, max_chars), ())
+    return Extracted(extraction, tool, gist, outcome, _evidence_text(message, text), found, tuple(stages.skipped))
 
 
 def _tool_name(message: Message, context: MessageContext) -> str:

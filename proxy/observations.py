@@ -18,7 +18,7 @@ from .messages import message_text
 from .records import Message, ToolCall
 
 SHAPE_PROBE_CHARS = 400  # an observation shows its shape at its start: only this much is looked at
-ACTION_SCAN_CHARS = 20_000  # the command block is looked for in this much of the assistant's text
+ACTION_SCAN_CHARS = 20_000  # the command block and the prose are looked for in this much of the assistant's text
 
 # A fenced block: the opening line (with its language) and the body up to the next fence line.
 _FENCE = re.compile(r"^[ \t]*```[ \t]*(?:([\w+-]+)[ \t]*)?\n", re.M)  # no two [ \t]* side by side: linear
@@ -85,7 +85,9 @@ def action_call(message: Message) -> ToolCall | None:
 
 
 def prose_of(text: str) -> str:
-    """The assistant's words without its fenced blocks (the command is shown separately)."""
+    """The assistant's words without its fenced blocks (the command is shown separately), from the first
+    ACTION_SCAN_CHARS of the text: a digest shows the start of long prose only."""
+    text = text[:ACTION_SCAN_CHARS]
     out: list[str] = []
     position = 0
     while True:

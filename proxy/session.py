@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
+from .config import IngestSettings
 from .logs import get_logger
 from .hashing import chain, ref_of, root_hash, session_id_for
 from .ingest import extract_at, tool_outcome
@@ -177,9 +178,11 @@ class Sessions:
       beside the provider's latency) never races the next one.
     So the conversations of one key (one tree) are built side by side."""
 
-    def __init__(self, store: Store, counter: TokenCounter, max_branches: int = 512, lock_stripes: int = 64) -> None:
+    def __init__(self, store: Store, counter: TokenCounter, max_branches: int = 512, lock_stripes: int = 64,
+                 ingest: IngestSettings = IngestSettings()) -> None:
         self.store = store
         self.counter = counter
+        self.ingest = ingest  # how much of each message extraction reads, and for how long
         self.cache = BranchCache(max_branches)
         # A fixed set of locks, a tree hashed to one: bounded memory; two trees sharing a stripe only wait in turn.
         self._stripes = [threading.RLock() for _ in range(lock_stripes)]
@@ -379,7 +382,11 @@ class Sessions:
         actions: list[tuple[str, Action]] = []
         for index in range(branch.settled, len(messages)):
             digest, ref = branch.hashes[index], branch.refs[index]
-            item = extract_at(messages, index, ref, task, branch.observed[index])
+            item = extract_at(messages, index, ref, task, branch.observed[index], self.ingest.extract_chars,
+                              self.ingest.extract_ms)
+            if item.skipped:  # never blocks: the message is stored and recallable, only these readings are missing
+                get_logger().warning("extract_skipped", session=branch.session_id, message=index, ref=ref,
+                                     stages=list(item.skipped), cap_ms=self.ingest.extract_ms)
             records.append(NewMessage(digest, branch.hashes[index - 1] if index else None, index, messages[index],
                                       branch.tokens[index], ref, item.tool, item.gist, item.outcome, item.evidence,
                                       item.names))

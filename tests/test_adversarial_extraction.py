@@ -8,6 +8,7 @@ minutes at these sizes. The real target (50 ms per call at 1 MB, issue #9) is me
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import sys
@@ -24,7 +25,7 @@ from proxy.extract import extract  # noqa: E402
 from proxy.extract import actions  # noqa: E402
 from proxy.extract.names import names  # noqa: E402
 from proxy.records import Extraction, MessageContext, ToolCall  # noqa: E402
-from proxy.tokens import TokenCounter  # noqa: E402
+from proxy.tokens import Excerpter, TokenCounter  # noqa: E402
 
 LIMIT_SECONDS = 2.0
 MAX_FACTS_PER_MESSAGE = 400  # the extractors' own caps add up to less; a flood of facts would pass it
@@ -144,3 +145,64 @@ def test_a_megabyte_of_spaces_is_counted_and_excerpted_not_a_tokenizer_panic() -
     assert head.startswith("start") and tail.endswith("end") and elided > 0
     assert counter.text("a normal sentence,  with two spaces") == len(counter.encoding.encode_ordinary(
         "a normal sentence,  with two spaces"))
+
+
+# ---- token counts and recall of huge texts ------------------------------------------------------------------
+
+def _mixed_text(size: int) -> str:
+    """Prose, code, JSON, a log and Chinese in turns: a text whose parts differ, the hard case for an estimate."""
+    parts = [
+        "The rate limit is 100 requests per minute, so the batch job waits between pages of results.\n",
+        "def parity(rate: float) -> float:\n    return round(rate * 7.1235, 4)  # central parity\n",
+        json.dumps({"id": "ZFA04Y", "status": "pending_approval", "amounts": [1, 2.5, 300]}) + "\n",
+        "2024-05-14 10:44:24,120 INFO worker-3 fetched 512 rows in 0.42s\n",
+        "供应商C最新报价：每箱30件，单价14.40美元，已确认。\n",
+        "a3f9c0e1" * 12 + "\n",
+    ]
+    rng = random.Random(11)
+    out: list[str] = []
+    total = 0
+    while total < size:
+        part = rng.choice(parts) * rng.randint(1, 40)
+        out.append(part)
+        total += len(part)
+    return "".join(out)[:size]
+
+
+def test_a_long_text_is_estimated_on_the_high_side_and_a_short_one_counted_exactly() -> None:
+    counter = TokenCounter()
+    short = _mixed_text(counter.exact_chars)
+    assert counter.text(short) == len(counter.encoding.encode_ordinary(short))
+    for size in (100_000, 1_000_000):
+        text = _mixed_text(size)
+        exact = len(counter.encode(text))
+        assert exact <= counter.text(text) <= exact * 1.2, size
+
+
+def test_a_huge_text_is_excerpted_from_its_ends() -> None:
+    counter = TokenCounter()
+    text = "START " + _mixed_text(1_000_000) + " END"
+    head, tail, elided = Excerpter(counter)(text, 300, 100)
+    assert text.startswith(head) and text.endswith(tail) and head.startswith("START") and tail.endswith("END")
+    assert elided >= len(counter.encode(text)) - 400
+    first, dropped = counter.head(text, 50)
+    assert text.startswith(first) and dropped > 0
+
+
+def test_every_line_of_a_megabyte_can_be_recalled() -> None:
+    from proxy import passages
+
+    lines = _mixed_text(1_000_000).split("\n")
+    lines[len(lines) // 2] = "the checksum is 7f3a91c2"
+    lines[100] = "x" * 30_000  # a line longer than a page
+    text = "\n".join(lines)
+    laid = passages.layout(text, 2_000, COUNTER)
+    assert laid.lines == len(lines) and laid.pages[0][0] == 0 and laid.pages[-1][1] == len(laid.pieces)
+    assert [start for start, _ in laid.pages][1:] == [end for _, end in laid.pages][:-1]
+    assert all(sum(piece.tokens for piece in laid.pieces[a:b]) <= 2_000 for a, b in laid.pages[:50])
+    long_line = [piece for piece in passages.in_range(laid.pieces, 101, 101, 10**9)[0]]
+    assert len(long_line) > 1 and "".join(piece.text for piece in long_line) == lines[100]
+    ranked, _ = passages.matching(laid.pieces, passages.query_words("checksum 7f3a91c2"))
+    assert [laid.pieces[index].line for index in ranked] == [len(lines) // 2 + 1]
+    shown, _ = passages.in_range(laid.pieces, 5_000, 5_002, 10**9)
+    assert [(piece.line, piece.text) for piece in shown] == [(n, lines[n - 1]) for n in range(5_000, 5_003)]

@@ -3,12 +3,13 @@ same Engine the server uses."""
 
 from __future__ import annotations
 
+import math
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Protocol
 
-from ..config import Config
+from ..config import Config, IngestSettings
 from ..engine import Engine
 from ..hashing import key_hash
 from ..policy import Policy
@@ -174,9 +175,12 @@ def part_variants(default: Policy) -> list[Policy]:
 
 
 def policy_engine(policies: dict[str, Policy], counter: TokenCounter, folder: Path | None = None) -> Engine:
-    """An Engine over a fresh store, for replaying traces in-process."""
+    """An Engine over a fresh store, for replaying traces in-process. Without extraction's time cap
+    (ingest.extract_ms), so the figures do not depend on how busy the machine is: on real messages the cap never
+    bites, it is there for hostile ones."""
     folder = folder or Path(tempfile.mkdtemp(prefix="workset-eval-"))
-    return Engine(Config(), policies, Store(folder / "eval.db"), counter, context_window)
+    config = Config(ingest=IngestSettings(extract_ms=math.inf))
+    return Engine(config, policies, Store(folder / "eval.db"), counter, context_window)
 
 
 def with_budget(policy: Policy, budget: int | None) -> Policy:

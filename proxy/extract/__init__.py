@@ -10,10 +10,17 @@ same order. `extract` dispatches by role:
 - tool / function: the action (outcome and gist), a verification state for test runs, a rate limit or refusal
   an HTTP response shows, key facts (JSON fields of a JSON output, otherwise entities and `key: value` lines);
 - system / developer and unknown roles: nothing (they are pinned and forwarded verbatim).
+
+Bounded per message: only a window of the text (its head and tail, `ingest.extract_chars` in all) and half as
+much of the tool-call arguments are read, and with a time cap (`Stages`) the stages left when it passes are skipped, in an
+order that runs the cheap, valuable ones first. The whole message is still stored as evidence.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ..config import IngestSettings
 from ..messages import message_text, tool_calls
 from ..records import (
     APPROVAL,
@@ -45,11 +52,15 @@ from .facts import (
     snippet,
     string_leaves,
     text_facts,
+    window,
 )
 from .conclusions import decisions, failures, findings, http_failures, prose_sentences
 from .plans import plan_items
+from .stages import Stages
 
-__all__ = ["extract", "tool_output_gist"]
+__all__ = ["EXTRACT_CHARS", "Stages", "extract", "tool_output_gist"]
+
+EXTRACT_CHARS = IngestSettings().extract_chars  # the window read of a message (config ingest.extract_chars)
 
 MAX_ARGUMENT_FACTS = 20  # entities in one assistant message's tool-call arguments
 MAX_ARGUMENT_STRINGS = 64  # string leaves of the arguments that are scanned
@@ -57,26 +68,39 @@ MAX_ARGUMENT_STRINGS = 64  # string leaves of the arguments that are scanned
 _Triple = tuple[str, str, str]  # (kind, key, value)
 
 
-def extract(message: Message, context: MessageContext) -> Extraction:
-    """The facts and actions one message yields; never raises on odd content."""
+def extract(message: Message, context: MessageContext, max_chars: int = EXTRACT_CHARS,
+            stages: Stages | None = None) -> Extraction:
+    """The facts and actions one message yields; never raises on odd content. Reads at most `max_chars` of the
+    text (head and tail) and half as much of the tool-call arguments; with `stages`, runs only the stages its time
+    cap leaves (the others are named in `stages.skipped`)."""
     if not isinstance(message, dict):
         return Extraction()
+    stages = stages or Stages()
     role = message.get("role")
-    text = message_text(message)
+    full = message_text(message)
+    text = window(full, max_chars)
     actions: tuple[Action, ...] = ()
     if role == "user":
-        triples = _user(text, context)
+        triples = _user(text, context, stages)
     elif role == "assistant":
-        triples = _assistant(text, _tool_calls(message))
+        triples = _assistant(text, _bounded(_tool_calls(message), max_chars // 2), stages)
     elif role in ("tool", "function"):
-        data = json_body(text)
-        action = tool_action(message, text, context, data)
+        data = json_body(text)  # JSON when the window parses: the whole output, as a rule
+        action = tool_action(message, full, context, data)  # the gist reads its own bounded parts of the output
         actions = (action,)
-        triples = _tool(text, data, context.call, action)
+        call = _bounded([context.call], max_chars // 2)[0] if context.call else None
+        triples = _tool(text, data, call, action, stages)
     else:
         return Extraction()
     source = "tool" if role in ("tool", "function") else str(role)
     return Extraction(facts=_facts(triples, context, source), actions=actions)
+
+
+def _bounded(calls: list[ToolCall], max_chars: int) -> list[ToolCall]:
+    """The calls with their arguments cut to a window each, `max_chars` for all of them together."""
+    share = max_chars // max(1, len(calls))
+    return [call if len(call.arguments) <= share else replace(call, arguments=window(call.arguments, share))
+            for call in calls]
 
 
 def _tool_calls(message: Message) -> list[ToolCall]:
@@ -104,29 +128,31 @@ def _facts(triples: list[_Triple], context: MessageContext, source: str) -> tupl
     return tuple(facts)
 
 
-def _user(text: str, context: MessageContext) -> list[_Triple]:
-    triples: list[_Triple] = [(CONSTRAINT, key, value) for key, value in constraints(text)]
-    answer = approval_answer(text, context.previous_assistant_text)
+def _user(text: str, context: MessageContext, stages: Stages) -> list[_Triple]:
+    triples: list[_Triple] = stages.run("constraints", lambda: [(CONSTRAINT, key, value)
+                                                              for key, value in constraints(text)], [])
+    answer = stages.run("approval", lambda: approval_answer(text, context.previous_assistant_text), None)
     if answer is not None:
         triples.append((APPROVAL, answer[0], answer[1]))
-    triples += [(PLAN, key, status) for key, status in plan_items(text, [], "user")]
-    triples += text_facts(head_and_tail(text))
+    triples += stages.run("plan", lambda: [(PLAN, key, status) for key, status in plan_items(text, [], "user")], [])
+    triples += stages.run("facts", lambda: text_facts(head_and_tail(text)), [])
     return triples
 
 
-def _assistant(text: str, calls: list[ToolCall]) -> list[_Triple]:
+def _assistant(text: str, calls: list[ToolCall], stages: Stages) -> list[_Triple]:
     triples: list[_Triple] = []
-    subject = approval_subject(text) if text else None
+    subject = stages.run("approval", lambda: approval_subject(text), None) if text else None
     if subject is not None:
         triples.append((APPROVAL, subject, REQUESTED))
-    triples += [(PLAN, key, status) for key, status in plan_items(text, calls, "assistant")]
-    said = prose_sentences(text) if text else []
+    triples += stages.run(
+        "plan", lambda: [(PLAN, key, status) for key, status in plan_items(text, calls, "assistant")], [])
+    said = stages.run("conclusions", lambda: prose_sentences(text), []) if text else []
     triples += [(DECISION, key, value) for key, value in decisions(said)]
     triples += [(FAILURE, key, value) for key, value in failures(said)]
-    triples += [(FINDING, key, value) for key, value in findings(text)]
+    triples += stages.run("findings", lambda: [(FINDING, key, value) for key, value in findings(text)], [])
     if text:
-        triples += text_facts(head_and_tail(text))
-    triples += _argument_facts(calls)
+        triples += stages.run("facts", lambda: text_facts(head_and_tail(text)), [])
+    triples += stages.run("argument facts", lambda: _argument_facts(calls), [])
     return triples
 
 
@@ -145,17 +171,19 @@ def _argument_facts(calls: list[ToolCall]) -> list[_Triple]:
     return triples
 
 
-def _tool(text: str, data: object, call: ToolCall | None, action: Action) -> list[_Triple]:
+def _tool(text: str, data: object, call: ToolCall | None, action: Action, stages: Stages) -> list[_Triple]:
     triples: list[_Triple] = []
-    checked = verification(call, text, action.outcome)
+    checked = stages.run("verification", lambda: verification(call, text, action.outcome), None)
     if checked is not None:
         triples.append((VERIFICATION, checked[0], checked[1]))
-    triples += [(FAILURE, key, value) for key, value in http_failures(text, data, call)]
+    triples += stages.run("http failures",
+                          lambda: [(FAILURE, key, value) for key, value in http_failures(text, data, call)], [])
     if data is not None:
-        triples += [(APPROVAL, subject, status) for subject, status in tool_approvals(data)]
+        triples += stages.run("approvals", lambda: [(APPROVAL, subject, status)
+                                                    for subject, status in tool_approvals(data)], [])
         named = argument_root(call.arguments) if call else ""  # the object the call asked about, if it names one
-        fields = json_facts(data, named or action.tool, named_root=bool(named))
+        fields = stages.run("facts", lambda: json_facts(data, named or action.tool, named_root=bool(named)), [])
         triples += [(FIELD, key, value) for key, value in fields]
     else:
-        triples += text_facts(head_and_tail(http_body(text)))
+        triples += stages.run("facts", lambda: text_facts(head_and_tail(http_body(text))), [])
     return triples

@@ -10,7 +10,8 @@ from .text import clip, clip_middle, collapse
 
 MAX_GIST_CHARS = 600  # the stored gist line (policies show less); the size note is appended after it
 MAX_VERIFICATION_KEY_CHARS = 100
-MAX_COMMAND_SCAN_CHARS = 20_000  # of a longer command (here-documents removed) only its head and tail are read
+MAX_COMMAND_SCAN_CHARS = 20_000  # of a longer command only its head and tail are read
+MAX_SEGMENTS = 256  # commands of a shell line read for a test runner; what follows the last is read as one
 _RC_PROBE_LINES = 2  # exit-code notes are looked for only this many lines from either end
 
 _RETURNCODE_TAG = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
@@ -28,6 +29,7 @@ _LONG_LINE_CHARS = 2_000  # longer lines are cut to head and tail before any pat
 _HEAD_LINES = 20  # meaningful lines read from the start of an output
 _HEAD_CHARS = 16_000  # error lines are looked for in this much of the start of an output
 _TAIL_CHARS = 4_000  # summaries and the last line are read from this much of the end
+_COUNTED_CHARS = 65_536  # the lines of a longer output are counted from its newlines (see _line_count)
 # The exception line ends a traceback: at column 0, a (dotted) class name, a colon or the end of the line.
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::\s.*|:?)$")
 _ERROR_LINE = re.compile(
@@ -117,9 +119,10 @@ def _clean(line: str) -> str:
 
 
 def meaningful_lines(text: str, limit: int) -> list[str]:
-    """Up to `limit` output lines from the start that say something: no blanks, wrapper tags, lone braces."""
+    """Up to `limit` output lines from the start (its first _HEAD_CHARS) that say something: no blanks, wrapper
+    tags, lone braces."""
     result: list[str] = []
-    for line in text.splitlines():
+    for line in text[:_HEAD_CHARS].splitlines():
         if _is_meaningful(line):
             cleaned = _clean(line)
             if cleaned:
@@ -144,7 +147,10 @@ def _last_lines(text: str, limit: int) -> list[str]:
 
 
 def _line_count(text: str) -> int:
-    """Non-empty lines, wrapper tags excluded: the size shown after a gist (list operations only, no loop)."""
+    """Non-empty lines, wrapper tags excluded: the size shown after a gist (list operations only, no loop). Of a
+    long output, newlines less blank lines (near enough, without splitting a megabyte into lines)."""
+    if len(text) > _COUNTED_CHARS:
+        return text.count("\n") + 1 - text.count("\n\n") - text.endswith("\n")
     lines = text.splitlines()
     count = len(lines) - lines.count("")
     ends = lines[:3] + lines[-3:] if len(lines) > 6 else lines
@@ -337,14 +343,15 @@ def command_text(arguments: str) -> str:
 
 
 def runner_command(command: str) -> str | None:
-    """The part of a shell command that runs tests or a check script, shortened to a stable key; else None."""
+    """The part of a shell command that runs tests or a check script, shortened to a stable key; else None. Of a
+    command longer than MAX_COMMAND_SCAN_CHARS, its head and tail are read."""
+    if len(command) > MAX_COMMAND_SCAN_CHARS:
+        command = command[: MAX_COMMAND_SCAN_CHARS // 2] + "\n" + command[-MAX_COMMAND_SCAN_CHARS // 2 :]
     lowered = command.lower()
     if not any(word in lowered for word in _TEST_WORDS) or not _TEST_COMMAND.search(command):
         return None
     script = _without_heredocs(command)
-    if len(script) > MAX_COMMAND_SCAN_CHARS:
-        script = script[: MAX_COMMAND_SCAN_CHARS // 2] + "\n" + script[-MAX_COMMAND_SCAN_CHARS // 2 :]
-    separators = _separators(script)
+    separators = _separators(script, MAX_SEGMENTS)
     starts = [0] + [end for _, end in separators]
     ends = [start for start, _ in separators] + [len(script)]
     quoted = _inside_quotes(script, starts)
@@ -367,12 +374,13 @@ def runner_command(command: str) -> str | None:
     return None
 
 
-def _separators(script: str) -> list[tuple[int, int]]:
+def _separators(script: str, limit: int | None = None) -> list[tuple[int, int]]:
     """Spans of `\\s*(?:&&|\\|\\||;|\\n)\\s*` as `re.finditer` gives them, in one pass: a span starts where the blank
-    run before a separator starts, takes the last separator its blanks reach, and the blanks after it."""
+    run before a separator starts, takes the last separator its blanks reach, and the blanks after it. At most
+    `limit` of them (the first)."""
     spans: list[tuple[int, int]] = []
     position = 0
-    while (found := _SEPARATOR.search(script, position)) is not None:
+    while len(spans) != limit and (found := _SEPARATOR.search(script, position)) is not None:
         start = position + len(script[position : found.start()].rstrip())  # the blanks before it (no "\n" there)
         blanks_end = _BLANKS.match(script, start).end()
         if script.startswith(_SEPARATOR_AFTER_BLANKS, blanks_end):

@@ -33,6 +33,7 @@ MAX_DECISIONS = 3  # per message: decisions are few; more is narration
 MAX_FAILURES = 3
 MAX_FINDINGS = 6
 MAX_SCAN_CHARS = 8_000  # prose is read from the start of a message: a longer one is mostly pasted output
+MAX_PROSE_SENTENCES = 200  # read for decisions and failures: 8,000 characters of prose hold far fewer
 MAX_HTTP_SCAN_CHARS = 6_000  # status lines, headers and error bodies come first
 MAX_KEY_CHARS = 80
 MAX_SUBJECT_WORDS = 4
@@ -141,7 +142,11 @@ _CLAUSE_BREAK = re.compile(r"[:：,，;；]")
 _EQUALS = ("=", "＝", "≈")
 _FIGURE_RIGHT = re.compile(r"\s?[~≈]?\s?(?:[$€£¥￥]|US\$|[A-Z]{3}\s?)?\s?-?\d")
 _ARITHMETIC = re.compile(r"\d\s?[-+*/×÷x]\s?\d")
-_UNIT_AFTER = re.compile(r"\d[\d,]*(?:\.\d+)?\s?(?:[A-Z]{3}\b|[%％]|元|美元|欧元|[A-Za-z]{1,12}\s?/\s?[A-Za-z]{1,12}|per\b)")
+# A figure with a unit after it. Tried only where a number starts (a start inside one succeeds only when the start
+# of the number does), and possessive (no unit starts with a digit or a comma): linear on a long run of digits.
+_UNIT_AFTER = re.compile(
+    r"(?<!\d)\d[\d,]*+(?:\.\d++)?\s?(?:[A-Z]{3}\b|[%％]|元|美元|欧元|[A-Za-z]{1,12}\s?/\s?[A-Za-z]{1,12}|per\b)"
+)
 _TOTAL = re.compile(
     r"\b(?:grand total|subtotal|total|sum)\b[^:：=\n]{0,40}?[:：=]\s?(?:[$€£¥￥]|US\$|[A-Z]{3}\s?)?\s?(?P<n>\d)"
     r"|(?:合计|总计|共计|小计|总额|总价|总成本|总费用|总数|总量)[^，。；\n]{0,12}?[:：=]?\s?(?:[$€£¥￥]|US\$|[A-Z]{3}\s?)?"
@@ -163,7 +168,15 @@ _FINDING_WORDS = (
 )  # fmt: skip
 _LABEL_BREAK = re.compile(r"[:：]")
 _OPERATORS = frozenset("+ - / * × ÷ x".split())
-_VARIABLE = re.compile(r"[a-z]|\w*[_.]\w*")  # "x = 5", "n_rows = 120", "self.x = 5": code in prose
+# "x = 5", "n_rows = 120", "self.x = 5": code in prose. A one-letter name, or word characters with one "." at most
+# and a "_" or a "." (what `[a-z]|\w*[_.]\w*` matches whole, without its backtracking on a long word).
+_ONE_DOT_WORD = re.compile(r"\w*+(?:\.\w*+)?")
+
+
+def _is_variable(word: str) -> bool:
+    if len(word) == 1 and "a" <= word <= "z":
+        return True
+    return ("_" in word or "." in word) and _ONE_DOT_WORD.fullmatch(word) is not None
 _NOT_A_FIGURE_LEFT = ("`", "[", "{", "|", "!", "<", ">", "?", "&", "://")  # code, tables, URL queries
 
 # ---- HTTP evidence in tool outputs ----------------------------------------------------------------------------
@@ -208,6 +221,8 @@ def prose_sentences(text: str) -> list[str]:
             sentence = cut(trim(sentence), MAX_CONCLUSION_CHARS)
             if sentence and not _QUESTION_END.search(sentence) and not looks_like_code(sentence):
                 found.append(sentence)
+                if len(found) == MAX_PROSE_SENTENCES:
+                    return found
     return found
 
 
@@ -389,7 +404,7 @@ def _figure_label(sentence: str) -> str | None:
         if any(mark in left for mark in _NOT_A_FIGURE_LEFT) or sentence[equals + 1: equals + 2] == "=":
             return None
         words = left.split()
-        code = looks_like_code(sentence) or bool(words and _VARIABLE.fullmatch(words[-1]))
+        code = looks_like_code(sentence) or bool(words and _is_variable(words[-1]))
         if code and not (_ARITHMETIC.search(left) or _UNIT_AFTER.search(sentence, equals)):
             return None  # "x = 5" is code; "total = 12,340.50 EUR" and "14.40 / 30 = 0.48" are figures
         return _label(left)

@@ -12,6 +12,7 @@ import json
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any, NamedTuple
 
 from ..records import AMOUNT, DATE, FIELD, IDENTIFIER, PATH, QUANTITY, URL
@@ -25,6 +26,7 @@ MAX_KEY_CHARS = 160
 MAX_QUALIFIER_CHARS = 64
 MAX_JSON_CHARS = 1_000_000  # a larger output is read as text: parsing it would cost more than it gives
 MAX_JSON_DEPTH = 32
+MIN_LINE_CHARS = 16  # a window of N characters holds at most N / 16 lines (see `window`)
 SCAN_CHUNK_CHARS = 16_384  # free text is scanned in pieces so that the cap can stop the scan early
 MAX_SCAN_HEAD_CHARS = 24_000  # of a long text, free-text facts come from this much of its start
 MAX_SCAN_TAIL_CHARS = 8_000  # and this much of its end
@@ -88,6 +90,16 @@ _STARTS_WITH_WORD = re.compile("|".join((_DATE, _AMOUNT)))  # "May 20", "USD 8.4
 _STARTS_WITH_LETTER = re.compile("|".join((_UUID, _PREFIXED, _SNAKE, _HASH, _CODE, _FILE)))
 _HAS_EXTENSION = re.compile(_FILE)
 
+def _by_first_letter(words: list[str], escape: bool = True) -> str:
+    """An alternation of `words` grouped by first letter ("p(?:y|yi|…)|j(?:s|…)"): `re` then rejects most positions
+    at their first character instead of trying every word there. With `escape` False the words are patterns
+    ("pieces?") whose first character is a literal."""
+    groups: dict[str, list[str]] = {}
+    for word in sorted(words, key=len, reverse=True):
+        groups.setdefault(word[0], []).append(re.escape(word[1:]) if escape else word[1:])
+    return "|".join(f"{re.escape(first)}(?:{'|'.join(rest)})" for first, rest in sorted(groups.items()))
+
+
 # Cheap scans that find where an entity may be, run by `re` in C so Python only sees likely spots. Each
 # consumes the rest of its token, so a long token is visited once. Every entity kind holds a digit, a slash,
 # an "@", "http" or a known file extension.
@@ -97,25 +109,37 @@ _DIGIT_TRIGGER = re.compile(
     # "1c6ba19b", "300元", "3 bags", "250 USD", "20 May" (checked here, in C: most numbers in logs are bare)
     r"(?<![\w.,:/%+@~$€£¥￥-]\d)"
     r"(?=\d{3}-\d\d-|\d?/\d{1,2}/\d{4}|[0-9a-f]{7}-|[\d,.]*(?:[A-Za-z%％_]|\s?[^\x00-\x7f])"
-    rf"|[\d,.]* (?:(?i:{_UNITS})|{_CURRENCY_CODE}|(?i:dollars?|euros?)|(?:of )?{_MONTH})(?![A-Za-z]))"
+    rf"|[\d,.]* (?=[^\W\d_])(?:(?i:{_by_first_letter([*_UNITS[3:-1].split('|'), 'dollars?', 'euros?'], False)})"
+    rf"|{_CURRENCY_CODE}|(?:of )?{_MONTH})(?![A-Za-z]))"
     # or a digit after what starts ids, hashes and amounts: "HAT136", "PO-2231", "mia_li_3668", "c6ba19b", "$250"
     r"|(?<=[A-Z$€£¥￥_a-f-]\d)"
     r")[\w.,:/%+@~-]*"
 )
-# A number after a word: the word may be a month or a currency ("May 20", "USD 8.42"). The leading space makes
-# the scan a fast literal search; the word itself is checked in Python.
-_NUMBER_AFTER_WORD = re.compile(r" \d(?<=[A-Za-z.$€£¥￥] \d)")
-_MONTHS_AND_CURRENCIES = frozenset(
+# Words that lead a date or an amount before a number ("May 20", "USD 8.42"; see _WORD_BEFORE_NUMBER).
+_MONTHS_AND_CURRENCIES = (
     "Jan January Feb February Mar March Apr April May Jun June Jul July Aug August Sep Sept September Oct October "
     "Nov November Dec December USD EUR GBP CNY RMB JPY CAD AUD CHF HKD INR SGD US$ $ € £ ¥ ￥".split()
 )
 _SLASH_TRIGGER = re.compile(r"/[\w.,:/%+@~-]*")
 _AT_TRIGGER = re.compile(r"@[\w.-]*")
 _URL_TRIGGER = re.compile(r"https?://")
-_FILE_TRIGGER = re.compile(rf"\.(?i:{_CODE_EXTENSIONS})\b")
+
+
+# A "." and a letter first: a run of dots or "1. 1. 1." costs one look per dot.
+_FILE_TRIGGER = re.compile(rf"\.(?=[A-Za-z])(?i:{_by_first_letter(_CODE_EXTENSIONS[3:-1].split('|'))})\b")
 _TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/@+~%$€£¥￥")
+_TOKEN_CLASS = f"[{re.escape(''.join(sorted(_TOKEN_CHARS)))}]"
+_TOKEN_RUN = re.compile(f"{_TOKEN_CLASS}*")
+# A month or a currency, then a space and a number ("May 20", "USD 8.42"): where a date or an amount led by a word
+# starts, when the word is a whole token (checked in `_candidates`: a look-behind first would slow the scan).
+_WORD_BEFORE_NUMBER = re.compile(rf"(?:{_by_first_letter(_MONTHS_AND_CURRENCIES)})\.* (?=\d)")
 _HEX = "0123456789abcdef-"
 MAX_TOKEN_CHARS = 256  # a longer run of token characters is not an entity; its start is not looked for
+MAX_ENTITY_TRIES = 256  # candidate starts looked at per text (extraction of the traces looks at 97 at most)
+# The stretch an entity pattern can read from its start: five words ("$ 250 million per month") and the blanks
+# after them, when they are shorter than _MEMO_CHARS (see `entities`).
+_MEMO_SPAN = re.compile(r"\S*(?:\s+\S+){0,4}\s*")
+_MEMO_CHARS = 256
 _SYMBOL_SPACE = re.compile(r"(?<=[$€£¥￥])\s+")
 _GROUP_KIND = {
     "url": URL,
@@ -149,8 +173,7 @@ _ID_FIELD = re.compile(r"^(?:id|.+_id|.+_number|code|.+_code|uuid|key|slug|sku)$
 _ID_ARGUMENT = re.compile(r"^(?:id|.+_id)$", re.I)
 # mini-swe-agent style wrappers around a command's output carry no facts.
 _WRAPPER_LINE = re.compile(r"^[ \t]*</?(?:returncode|output|exception|stdout|stderr|error)>[^\n]*$", re.M)
-_COLON = re.compile(r":(?:\*\*)?[ \t]")  # literal-led: a fast scan
-_WIDE_COLON = re.compile(r"：")
+_COLON = re.compile(r":(?:\*\*)?[ \t]|：")  # literal-led: a fast scan
 _FAR = 1 << 62
 MAX_LINE_CHARS = 200  # a longer line is not a `key: value` line
 MAX_SECTION_LOOKBACK = 12  # lines looked at above a `key: value` line for its heading
@@ -171,18 +194,37 @@ def entities(text: str, limit: int | None = None) -> list[Entity]:
     """Distinct entities (by kind and key) in text order, non-overlapping, at most `limit` (the first ones).
 
     Linear: cheap trigger scans collect candidate starts, and entity patterns are matched only there. The text
-    is handled in pieces so that reaching `limit` stops the work early on a long output.
+    is handled in pieces so that reaching `limit` stops the work early on a long output, and at most
+    MAX_ENTITY_TRIES candidate starts are looked at (a text of repeated amounts or dates: its first mentions stand
+    for it).
     """
     found: list[Entity] = []
     keys: set[tuple[str, str]] = set()
     covered = 0  # end of the last entity: a candidate inside it is skipped
+    tries = 0
+    # A pattern's match depends only on the text from its start, up to five words of it (see _MEMO_SPAN): a
+    # mention seen before is answered from memory.
+    seen: dict[tuple[re.Pattern[str], str], tuple[str, str, int] | None] = {}
     for pos, endpos in spans(text, SCAN_CHUNK_CHARS):
-        candidates = _candidates(text, pos, endpos)
+        candidates = _candidates(text, pos, endpos, MAX_ENTITY_TRIES - tries)
         for start in sorted(candidates):
+            tries += 1
+            if tries > MAX_ENTITY_TRIES:
+                return found
             if start < covered:
                 continue
-            match = candidates[start].match(text, start)
+            pattern = candidates[start]
+            reach = _MEMO_SPAN.match(text, start, start + _MEMO_CHARS).end()
+            memo = (pattern, text[start:reach]) if reach < start + _MEMO_CHARS else None
+            if memo in seen:
+                known = seen[memo]
+                if known is not None:
+                    covered = start + known[2]  # a repeated mention: the first one stands for it
+                continue
+            match = pattern.match(text, start)
             entity = _entity(match, start) if match is not None else None
+            if memo is not None:
+                seen[memo] = (entity.kind, entity.key, entity.end - start) if entity is not None else None
             if entity is None:
                 continue
             covered = entity.end
@@ -195,42 +237,44 @@ def entities(text: str, limit: int | None = None) -> list[Entity]:
     return found
 
 
-def _candidates(text: str, pos: int, endpos: int) -> dict[int, re.Pattern[str]]:
-    """Candidate starts in text[pos:endpos], each with the pattern to try there (the first trigger wins)."""
+def _candidates(text: str, pos: int, endpos: int, limit: int) -> dict[int, re.Pattern[str]]:
+    """Candidate starts in text[pos:endpos], each with the pattern to try there (the first trigger wins). Each
+    trigger reads at most `limit` of its matches: on a normal text, the first `limit` candidates in text order are
+    found all the same; a hostile one (a trigger on every token) costs at most that much."""
     found: dict[int, re.Pattern[str]] = {}
     spans: list[tuple[int, int]] = []  # tokens already taken by a URL, an email or a path
-    for match in _URL_TRIGGER.finditer(text, pos, endpos):
+    token_start = _TokenStarts(text, pos)
+    for match in islice(_URL_TRIGGER.finditer(text, pos, endpos), limit):
         found.setdefault(match.start(), _HAS_SCHEME)
     for trigger, pattern in ((_AT_TRIGGER, _HAS_AT), (_SLASH_TRIGGER, _HAS_SLASH)):
-        for match in trigger.finditer(text, pos, endpos):
-            start = _token_start(text, match.start(), pos)
+        for match in islice(trigger.finditer(text, pos, endpos), limit):
+            start = token_start(match.start())
             if start is not None:
                 found.setdefault(start, _HAS_SCHEME if text.startswith("http", start) else pattern)
                 spans.append((start, match.end()))
-    for match in _DIGIT_TRIGGER.finditer(text, pos, endpos):
+    for match in islice(_DIGIT_TRIGGER.finditer(text, pos, endpos), limit):
         index = match.start()
         if index > pos and text[index - 1] in _TOKEN_CHARS:
-            start = _token_start(text, index, pos)
+            start = token_start(index)
             if start is not None and start not in found:
                 pattern = _letter_led_pattern(text[start : match.end()])
                 if pattern is not None:
                     found[start] = pattern
         else:
             found.setdefault(index, _STARTS_WITH_DIGIT)
-    for match in _NUMBER_AFTER_WORD.finditer(text, pos, endpos):
-        space = match.start()
-        word_start = _token_start(text, space, pos)
-        if word_start is not None and text[word_start:space].rstrip(".") in _MONTHS_AND_CURRENCIES:
-            found.setdefault(word_start, _STARTS_WITH_WORD)
+    for match in islice(_WORD_BEFORE_NUMBER.finditer(text, pos, endpos), limit):
+        start = match.start()
+        if start == pos or text[start - 1] not in _TOKEN_CHARS:
+            found.setdefault(start, _STARTS_WITH_WORD)
     spans.sort()
     taken = 0  # spans before this index end before the current match (both are in text order)
-    for match in _FILE_TRIGGER.finditer(text, pos, endpos):
+    for match in islice(_FILE_TRIGGER.finditer(text, pos, endpos), limit):
         index = match.start()
         while taken < len(spans) and spans[taken][1] <= index:
             taken += 1
         if taken < len(spans) and spans[taken][0] <= index:
             continue  # "x.py" inside a path that is already a candidate
-        start = _token_start(text, index, pos)
+        start = token_start(index)
         if start is not None:
             found.setdefault(start, _HAS_EXTENSION)
     return found
@@ -266,6 +310,25 @@ def _token_start(text: str, index: int, floor: int) -> int | None:
     if start == lowest and start > floor and text[start - 1] in _TOKEN_CHARS:
         return None
     return start
+
+
+class _TokenStarts:
+    """`_token_start` remembered along a run of token characters: every trigger inside one long token (an email
+    address repeated without spaces) would walk back the same MAX_TOKEN_CHARS characters."""
+
+    __slots__ = ("text", "floor", "_low", "_high", "_start")
+
+    def __init__(self, text: str, floor: int) -> None:
+        self.text, self.floor = text, floor
+        self._low = self._high = -1
+        self._start: int | None = None
+
+    def __call__(self, index: int) -> int | None:
+        if not self._low <= index <= self._high:
+            self._low, self._high = index, _TOKEN_RUN.match(self.text, index).end()
+            self._start = _token_start(self.text, index, self.floor)
+        start = self._start
+        return None if start is None or index - start > MAX_TOKEN_CHARS else start
 
 
 def _entity(match: re.Match[str], start: int) -> Entity | None:
@@ -330,6 +393,20 @@ def head_and_tail(text: str, head: int = MAX_SCAN_HEAD_CHARS, tail: int = MAX_SC
     return f"{first}\n{last}"
 
 
+def window(text: str, max_chars: int) -> str:
+    """What extraction reads of a text: all of it up to `max_chars` characters and max_chars / MIN_LINE_CHARS
+    lines, else its head (three quarters) and its tail, cut at line ends when they are near (extractors work line
+    by line: the line bound keeps a text of short lines as cheap as any other)."""
+    text = head_and_tail(text, max_chars - max_chars // 4, max_chars // 4)
+    max_lines = max(1, max_chars // MIN_LINE_CHARS)
+    if text.count("\n") < max_lines:
+        return text
+    tail_lines = max_lines // 4
+    lines = text.split("\n", max_lines - tail_lines)
+    rest = lines.pop()
+    return "\n".join(lines + (rest.rsplit("\n", tail_lines)[1:] if tail_lines else []))
+
+
 def text_facts(text: str, limit: int = MAX_TEXT_FACTS) -> list[tuple[str, str, str]]:
     """(kind, key, value) facts of free text in text order: `key: value` lines and entities, deduplicated; log
     lines and text-table rows give none."""
@@ -347,24 +424,21 @@ def _key_values(text: str, limit: int) -> Iterator[tuple[int, str, str, str]]:
 
     Driven by a literal scan for ": " so a long output costs little: only lines with a colon are looked at.
     """
-    hits = [m.start() for m in _COLON.finditer(text)]
-    if "：" in text:
-        hits = sorted(hits + [m.start() for m in _WIDE_COLON.finditer(text)])
     fences = fenced_spans(text) if "```" in text or "~~~" in text else []
-    previous_line = -1
-    long_line_end = -1  # the end of the last line found too long: its other hits are skipped, not re-measured
     count = 0
-    for pos in hits:
-        if pos < long_line_end:
-            continue
+    position = 0
+    while (hit := _COLON.search(text, position)) is not None:
+        pos = hit.start()
         bounds = _line_bounds(text, pos)
-        if bounds is None:
+        if bounds is None:  # a line too long to be a `key: value` line: none of its colons is looked at
             newline = text.find("\n", pos)
-            long_line_end = newline if newline >= 0 else len(text)
+            if newline < 0:
+                return
+            position = newline
             continue
-        if bounds[0] == previous_line or _inside(fences, pos):
+        position = bounds[1]  # one look per line
+        if _inside(fences, pos):
             continue
-        previous_line = bounds[0]
         line = text[bounds[0] : bounds[1]]
         match = _KEY_VALUE.match(line)
         if match is None:

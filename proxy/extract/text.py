@@ -33,7 +33,9 @@ _CODE_ENDINGS = (";", "{", "}", ")", "):")
 _CALL_AT_END = re.compile(r"\w\([^()]*\)\s*:?$")  # "foo(x)", "def f(a, b):"
 _ASSIGNMENT = re.compile(r"\w+(?:\.\w+)*\s*(?::\s*[\w.\[\], ]+)?\s*=\s")  # "x = 1", "x: int = 1"
 _SYMBOL_CHARS = "[]{}()=<>;_\\|`^~"
+_WITHOUT_SYMBOLS = str.maketrans("", "", _SYMBOL_CHARS)
 _CODE_PROBE_CHARS = 400
+MAX_SENTENCES = 256  # of one unit: more is a list of fragments ("1. 1. 1."), not prose to read sentence by sentence
 
 # Sentence ends: English ".!?" followed by space, Chinese full-width marks with or without space.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"')\]])\s+|(?<=[。！？；])\s*")
@@ -54,8 +56,11 @@ def flat(text: str) -> str:
 
 
 def one_line(text: str, limit: int) -> str:
-    """Flat, and at most `limit` characters: cut hard, with an ellipsis (rendered lines stay predictable)."""
-    line = flat(text)
+    """Flat, and at most `limit` characters: cut hard, with an ellipsis (rendered lines stay predictable). Of a long
+    text only a head is flattened when it is enough (a flattened head is a head of the flattened text)."""
+    line = flat(text[: 4 * limit + 16])
+    if len(line) <= limit and len(text) > 4 * limit + 16:
+        line = flat(text)
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -143,7 +148,7 @@ def looks_like_code(line: str) -> bool:
         return True
     if "=" in stripped and _ASSIGNMENT.match(stripped):
         return True
-    symbols = sum(stripped.count(char) for char in _SYMBOL_CHARS)
+    symbols = len(stripped) - len(stripped.translate(_WITHOUT_SYMBOLS))
     words = len(stripped) - stripped.count(" ") - symbols
     # Dense punctuation is code or data, not a sentence someone wrote.
     return symbols * 4 > words + 4
@@ -200,8 +205,9 @@ def units(text: str) -> list[str]:
     return result
 
 
-def sentences(unit: str) -> list[str]:
-    """Split one unit into sentences on English and Chinese end punctuation, keeping abbreviations whole."""
+def sentences(unit: str, limit: int = MAX_SENTENCES) -> list[str]:
+    """Split one unit into sentences on English and Chinese end punctuation, keeping abbreviations whole; the first
+    `limit` of them."""
     groups: list[list[str]] = []
     for piece in _SENTENCE_END.split(unit):
         if not piece or piece.isspace():
@@ -209,6 +215,8 @@ def sentences(unit: str) -> list[str]:
         # "e.g. the", "U.S. law": a split after an abbreviation or before a lowercase word is no sentence end.
         if groups and (_ABBREVIATION.search(groups[-1][-1][-12:]) or piece[:1].islower()):
             groups[-1].append(piece)
+        elif len(groups) == limit:
+            break
         else:
             groups.append([piece])
     return [" ".join(group).strip() for group in groups]
