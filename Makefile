@@ -7,7 +7,7 @@ CONFIG ?= config.yaml
 
 TRACES ?= ../shared/traces
 
-.PHONY: install run test bench eval clean
+.PHONY: install run test bench soak eval clean
 
 install: $(STAMP)
 
@@ -26,6 +26,12 @@ test: install
 bench: install
 	$(BIN)/python -m bench.latency
 	$(BIN)/python -m bench.adversarial
+
+# Issue 9's hostile-input and load suite at full size (make test runs the same code smaller): 10,000 fuzzed
+# requests; then 50 concurrent sessions x 30 turns, 20 same-key conversations, kill -9 x 5 under load.
+soak: install
+	$(BIN)/python -m bench.fuzz --requests 10000
+	$(BIN)/python -m bench.load --sessions 50 --turns 30 --kills 5
 
 # Every preset and the baselines on the shared traces. tau-dev runs under a 5,500-token budget: small enough to
 # force compaction on its longer runs (its 14 tool definitions alone take 1,366 tokens, the policy prompt 1,252).

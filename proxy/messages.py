@@ -67,3 +67,14 @@ def tool_call(call: object) -> ToolCall | None:
 
 def is_tool_result(message: Message) -> bool:
     return message.get("role") in ("tool", "function")
+
+
+def tool_name(tool: object) -> str:
+    """The name of a tool definition (`{"type": "function", "function": {"name"}}` or a custom tool's
+    `{"type": "custom", "custom": {"name"}}`); "" for anything else, however malformed."""
+    if not isinstance(tool, dict):
+        return ""
+    for part in (tool.get("function"), tool.get("custom")):
+        if isinstance(part, dict) and isinstance(part.get("name"), str):
+            return part["name"]
+    return ""

@@ -26,7 +26,7 @@ import orjson
 from . import passages
 from .errors import sse_error
 from .extract.text import one_line
-from .messages import tool_calls
+from .messages import tool_calls, tool_name
 from .observations import action_call
 from .policy import DigestRules
 from .records import Message
@@ -64,7 +64,7 @@ def offer_tool(body: dict[str, Any]) -> dict[str, Any] | None:
     if body.get("functions") or (body.get("n") or 1) != 1:
         return None
     tools = body.get("tools") or []
-    if not isinstance(tools, list) or any(_tool_name(t) == RECALL_TOOL for t in tools):
+    if not isinstance(tools, list) or any(tool_name(t) == RECALL_TOOL for t in tools):
         return None
     return {**body, "tools": [*tools, RECALL_DEFINITION]}
 
@@ -72,7 +72,7 @@ def offer_tool(body: dict[str, Any]) -> dict[str, Any] | None:
 def withdraw_tool(body: dict[str, Any]) -> dict[str, Any]:
     """The body without the recall tool (the last round must answer)."""
     out = dict(body)
-    tools = [t for t in body.get("tools") or [] if _tool_name(t) != RECALL_TOOL]
+    tools = [t for t in body.get("tools") or [] if tool_name(t) != RECALL_TOOL]
     if tools:
         out["tools"] = tools
     else:
@@ -83,10 +83,6 @@ def withdraw_tool(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(choice, dict) and (choice.get("function") or {}).get("name") == RECALL_TOOL:
         out.pop("tool_choice", None)
     return out
-
-
-def _tool_name(tool: Any) -> str:
-    return str(((tool or {}).get("function") or {}).get("name", "")) if isinstance(tool, dict) else ""
 
 
 class Resolver:

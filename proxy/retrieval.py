@@ -15,17 +15,20 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .extract.facts import window
 from .extract.names import names
 from .extract.text import one_line
-from .messages import is_tool_result, message_text
+from .messages import is_tool_result, message_text, tool_name
 from .records import Action, Fact, Message
 
 _WORD = re.compile(r"[A-Za-z_][\w.]{2,}")
+WORDS_CHARS = 8_192  # of a call's arguments and gist, the head and tail compared for similarity
+MENTION_LINES = 5  # lines shown of one stored text that mention a name
 Search = Callable[[str], list[dict[str, Any]]]  # query -> stored matches {ref, tool, role, content}
 
 
 def _words(text: str) -> set[str]:
-    return {word.lower() for word in _WORD.findall(text)}
+    return {word.lower() for word in _WORD.findall(window(text, WORDS_CHARS))}
 
 
 def failure_advice(actions: Sequence[Action], recent_outcomes: Sequence[tuple[str, str, str]]) -> str:
@@ -69,7 +72,7 @@ def elided_mentions(user_text: str, visible: str, search: Search, limit_chars: i
         for hit in search(name):
             if hit["content"][:200] in visible:
                 continue  # shown in full already
-            lines = [line for line in hit["content"].splitlines() if name in line][:5]
+            lines = _lines_with(hit["content"], name, MENTION_LINES)
             if not lines:
                 continue
             entry = f"- {name} in [ref:{hit['ref']}] ({hit.get('tool') or hit.get('role')}):\n  " + "\n  ".join(
@@ -84,12 +87,25 @@ def elided_mentions(user_text: str, visible: str, search: Search, limit_chars: i
     return "The latest message names content that left the context; the lines that mention it:\n" + "\n".join(out)
 
 
+def _lines_with(text: str, name: str, count: int) -> list[str]:
+    """The first `count` lines of `text` that hold `name`, found by searching for it (not by splitting a long
+    output into lines)."""
+    found: list[str] = []
+    position = 0
+    while len(found) < count and (at := text.find(name, position)) >= 0:
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        found.append(text[text.rfind("\n", 0, at) + 1:end])
+        position = end + 1
+    return found
+
+
 def irreversible_guard(tools: Sequence[Any], patterns: Sequence[str], approval_asked_or_given: bool,
                        constraints: Sequence[Fact], approvals: Sequence[Fact]) -> str:
     """Before an irreversible call may be made: the constraints and approval state that concern it."""
     if not patterns or not approval_asked_or_given:
         return ""
-    offered = [name for name in (_tool_name(t) for t in tools or ()) if name and
+    offered = [name for name in (tool_name(t) for t in tools or ()) if name and
                any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)]
     if not offered:
         return ""
@@ -129,10 +145,6 @@ def _arguments_of(messages: Sequence[Message], index: int) -> str:
 
 def latest_user_text(messages: Sequence[Message]) -> str:
     return message_text(messages[-1]) if messages and messages[-1].get("role") == "user" else ""
-
-
-def _tool_name(tool: Any) -> str:
-    return str(((tool or {}).get("function") or {}).get("name", "")) if isinstance(tool, dict) else ""
 
 
 def _ref(item: Action) -> str:

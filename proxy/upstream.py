@@ -149,23 +149,32 @@ class Upstream:
         except aiohttp.ClientError as error:
             raise WorksetError(502, f"upstream {base} failed: {error.__class__.__name__}: {error}",
                                "upstream_unreachable", "upstream_error") from error
-        if not stream or response.status >= 400:
-            try:
-                content = await response.read()
-            except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as error:
-                raise WorksetError(504, f"upstream {base} timed out after {self.settings.timeout_s:g}s",
-                                   "upstream_timeout", "timeout") from error
-            except aiohttp.ClientError as error:
-                raise WorksetError(502, f"upstream {base} broke off its answer: {error.__class__.__name__}",
-                                   "upstream_error", "upstream_error") from error
-            finally:
-                response.release()
-            if response.status >= 400:
-                return Reply(response.status, _as_openai_error(content, response.status),
-                             headers=relayed_headers(response.headers.items()))
-            return Reply(response.status, content, response.headers.get("content-type", "application/json"),
-                         relayed_headers(response.headers.items()))
-        return Stream(_relay(response, base), relayed_headers(response.headers.items()))
+        relayed = relayed_headers(response.headers.items())
+        content_type = response.headers.get("content-type", "")
+        try:
+            opening = b""
+            # A stream is relayed as it comes, once its first bytes show it is one (whatever its content type says);
+            # a provider that ignores `stream` answers with a whole JSON body, relayed as such.
+            if stream and response.status < 400 and not content_type.startswith("application/json"):
+                opening = await _opening(response)
+                if _is_event_stream(opening):
+                    return Stream(_relay(response, base, opening), relayed)
+            content = opening + await response.read()
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as error:
+            response.release()
+            raise WorksetError(504, f"upstream {base} timed out after {self.settings.timeout_s:g}s",
+                               "upstream_timeout", "timeout", headers=relayed) from error
+        except aiohttp.ClientError as error:
+            response.release()
+            raise WorksetError(502, f"upstream {base} broke off its answer: {error.__class__.__name__}",
+                               "upstream_error", "upstream_error", headers=relayed) from error
+        response.release()
+        if response.status >= 400:
+            return Reply(response.status, _as_openai_error(content, response.status), headers=relayed)
+        # Completions are small enough to check whole; embeddings (megabytes of floats) when not labelled JSON.
+        if path == "/chat/completions" or not content_type.startswith("application/json"):
+            _check_json(content, response.status, base, relayed)
+        return Reply(response.status, content, "application/json", relayed)
 
     # --- litellm for every other provider -------------------------------------------------------------------
 
@@ -197,10 +206,31 @@ class Upstream:
         return Stream(_litellm_chunks(response, target.model), headers)
 
 
-async def _relay(response: aiohttp.ClientResponse, base: str) -> AsyncIterator[bytes]:
-    """Provider bytes as they arrive. A cut or stalled stream ends with an OpenAI-style error event, on an event
-    boundary, so SDK clients raise instead of waiting or silently truncating."""
-    tail = b"\n\n"
+SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")  # what an event stream's first line starts with
+
+
+async def _opening(response: aiohttp.ClientResponse) -> bytes:
+    """The first bytes of an answer, enough to tell an event stream from an error page (b"" when it is empty)."""
+    opening = b""
+    while len(opening) < 8:
+        chunk = await response.content.readany()
+        if not chunk:
+            break
+        opening += chunk
+    return opening
+
+
+def _is_event_stream(opening: bytes) -> bool:
+    return opening.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(SSE_FIELDS)
+
+
+async def _relay(response: aiohttp.ClientResponse, base: str, opening: bytes = b"") -> AsyncIterator[bytes]:
+    """Provider bytes as they arrive (`opening`, already read, first). A cut or stalled stream ends with an
+    OpenAI-style error event, on an event boundary, so SDK clients raise instead of waiting or silently
+    truncating."""
+    tail = opening[-2:] if opening else b"\n\n"
+    if opening:
+        yield opening
     try:
         async for chunk in response.content.iter_any():
             if chunk:
@@ -238,6 +268,17 @@ def relayed_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def _header_safe(value: str) -> bool:
     return value.isprintable() and all(char <= "\xff" for char in value)
+
+
+def _check_json(content: bytes, status: int, base: str, headers: dict[str, str]) -> None:
+    """A successful answer that is not JSON (an HTML page from a proxy in between, a body cut short) is the
+    provider's failure, a 502 the client's SDK can read, not a 200 it cannot parse."""
+    try:
+        orjson.loads(content)
+    except orjson.JSONDecodeError as error:
+        text = content[:200].decode("utf-8", "replace")
+        raise WorksetError(502, f"upstream {base} answered HTTP {status} with a body that is not JSON ({error}): "
+                                f"{text!r}", "upstream_error", "invalid_upstream_response", headers=headers) from error
 
 
 def _as_openai_error(content: bytes, status: int) -> bytes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import orjson
@@ -12,6 +14,9 @@ from .messages import KNOWN_ROLES, call_body
 SESSION_HEADER = "x-workset-session"
 
 
+_LONG_DIGITS = re.compile(rb"\d{19,}")  # a run of digits that may be an integer outside 64 bits
+
+
 def parse_json_object(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         raise bad_request("request body is empty; expected a JSON object", code="invalid_json")
@@ -19,6 +24,13 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise bad_request(f"request body is not valid JSON: {error}", code="invalid_json") from error
+    if _LONG_DIGITS.search(raw):
+        # orjson reads an integer beyond 64 bits as a float, which would change a number on its way to the
+        # provider; the standard library keeps it exact (and encode_json writes it back digit for digit).
+        try:
+            body = json.loads(raw)
+        except RecursionError:
+            pass  # nested too deep for the standard library: orjson's reading stands
     if not isinstance(body, dict):
         raise bad_request(f"request body must be a JSON object, got {type(body).__name__}", code="invalid_json")
     return body
@@ -45,6 +57,10 @@ def check_chat(body: dict[str, Any]) -> None:
         raise bad_request(f"'messages' must be an array, got {_kind(messages)}", param="messages", code="invalid_type")
     if not messages:
         raise bad_request("'messages' must contain at least one message", param="messages", code="empty_array")
+    stream = body.get("stream")
+    if stream is not None and type(stream) is not bool:  # workset reads it to choose how to relay the answer
+        raise bad_request(f"'stream' must be a boolean, got {_kind(stream)}", param="stream", code="invalid_type")
+    _check_tools(body)
     _check_metadata(body)
 
 
@@ -57,7 +73,7 @@ def check_messages(messages: list[Any], start: int = 0) -> None:
             raise bad_request(f"messages[{index}] must be an object, got {_kind(message)}", param=f"messages[{index}]",
                               code="invalid_type")
         role = message.get("role")
-        if role not in KNOWN_ROLES:
+        if type(role) is not str or role not in KNOWN_ROLES:
             known = ", ".join(sorted(KNOWN_ROLES))
             raise bad_request(f"messages[{index}].role {role!r} is not a known role (expected one of {known})",
                               param=f"messages[{index}].role", code="invalid_value")
@@ -83,6 +99,30 @@ def _check_tool_calls(index: int, calls: Any) -> None:
             where = f"messages[{index}].tool_calls[{number}]"
             shape = "a custom {name, input}" if custom else "a function {name, arguments}"
             raise bad_request(f"{where} must be an object with {shape}", param=where, code="invalid_type")
+
+
+def _check_tools(body: dict[str, Any]) -> None:
+    """Function and custom tool definitions well-formed (workset reads their names, and adds its recall tool to
+    them); definitions of other types (a provider's built-in tools) pass as they are."""
+    tools = body.get("tools")
+    if tools is not None and type(tools) is not list:
+        raise bad_request(f"'tools' must be an array, got {_kind(tools)}", param="tools", code="invalid_type")
+    for number, tool in enumerate(tools or ()):
+        where = f"tools[{number}]"
+        if type(tool) is not dict:
+            raise bad_request(f"{where} must be an object, got {_kind(tool)}", param=where, code="invalid_type")
+        if tool.get("type", "function") not in ("function", "custom") and "function" not in tool:
+            continue
+        custom, definition = call_body(tool)  # a tool definition has a call's shape: function or custom {name, …}
+        if definition is None or type(definition.get("name")) is not str:
+            shape = "a custom {name, …}" if custom else "a function {name, …}"
+            raise bad_request(f"{where} must be an object with {shape}", param=where, code="invalid_type")
+    choice = body.get("tool_choice")
+    if choice is None or type(choice) is str:
+        return
+    if type(choice) is not dict or any(type(choice.get(key, {})) is not dict for key in ("function", "custom")):
+        raise bad_request("'tool_choice' must be a string or an object naming a tool", param="tool_choice",
+                          code="invalid_type")
 
 
 def _check_metadata(body: dict[str, Any]) -> None:

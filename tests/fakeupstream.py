@@ -148,7 +148,18 @@ class CutStream:
     chunk_delay: float = 0.0
 
 
-Reply: TypeAlias = Completion | Error | Hang | CutStream
+@dataclass
+class Raw:
+    """Any answer as given, streamed request or not: an HTML error page, a body that is not JSON, a wrong content
+    type (None: no content-type header)."""
+
+    status: int
+    body: bytes
+    content_type: str | None = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Reply: TypeAlias = Completion | Error | Hang | CutStream | Raw
 # A callable decides from the request body, e.g. replaying the next message of a trace.
 Script: TypeAlias = Reply | Callable[[dict[str, Any]], "Script"]
 
@@ -262,6 +273,8 @@ class FakeUpstream:
         streaming = body.get("stream") is True
         if isinstance(reply, Error):
             return _error_response(reply)
+        if isinstance(reply, Raw):
+            return Response(reply.body, reply.status, reply.headers, reply.content_type)
         if isinstance(reply, Hang):
             then = self._respond(_resolve(reply.then, body), rec)
             return _HangThen(reply.seconds, then, rec)
