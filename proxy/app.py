@@ -66,7 +66,7 @@ class Workset:
 
 def create_app(config: Config, policies: dict[str, Policy], store_path: str | Path) -> Starlette:
     configure(config.logging.level)
-    counter = TokenCounter(config.tokens.encoding)
+    counter = TokenCounter(config.tokens.encoding, exact_chars=config.tokens.exact_chars)
     store = Store(store_path)
     engine = Engine(config, policies, store, counter, context_window)
     upstream = Upstream(config.upstream)
@@ -165,12 +165,12 @@ async def _chat(workset: Workset, request: Request) -> Response:
         client_headers = _lower_headers(request)
         result = await workset.upstream.chat(target, outgoing, caller_key, client_headers)
         fields["upstream_ms"] = round((time.perf_counter() - called) * 1000, 3)  # headers in (whole body if not streamed)
+        # x-workset-ms counts all of workset's own work for the request, the deferred part included: it is done by
+        # now unless it took longer than the provider did. Recall reads what it stored, so it waits for it too.
+        fields["deferred_ms"] = await settling
         if prepared.recall:
             result = await _answer_recall(workset, prepared, target, outgoing, caller_key, client_headers, result,
                                           fields)
-        # x-workset-ms counts all of workset's own work for the request, the deferred part included: it is done by
-        # now unless it took longer than the provider did.
-        fields["deferred_ms"] = await settling
         headers = _workset_headers(prepared, explicit, fields["workset_ms"] + fields["deferred_ms"], fields["queued_ms"])
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)

@@ -355,3 +355,29 @@ def test_conversations_of_one_key_are_built_side_by_side(proxy: Any, fake: Any) 
         slow.join(30)
     assert results["slow"].status_code == 200
     assert results["slow"].headers["x-workset-session"] != other.headers["x-workset-session"]
+
+
+def test_an_integer_beyond_64_bits_reaches_the_provider_digit_for_digit(proxy: Any, fake: Any) -> None:
+    """orjson would read it as a float: 123456789012345678901234567890 must not arrive as 1.2345678901234568e+29."""
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}],
+            "metadata": {"trace": 123456789012345678901234567890}, "seed": -9223372036854775809}
+    response = post(proxy, body)
+    assert response.status_code == 200, response.text
+    raw = fake.chat_requests()[-1].raw
+    assert b"123456789012345678901234567890" in raw and b"-9223372036854775809" in raw
+
+
+def test_a_message_past_its_extraction_cap_is_skipped_not_waited_for(start_proxy: Any, fake: Any,
+                                                                       capsys: Any) -> None:
+    """ingest.extract_ms 0: every stage misses its cap. The request is answered, the skip is logged with the
+    message's ref, and the message is stored whole (the session lists it)."""
+    proxy = start_proxy(ingest={"extract_ms": 0})
+    messages = [{"role": "user", "content": "Never touch prod. Ticket TCK-4411 is open."}]
+    response = post(proxy, {"model": "gpt-test", "messages": messages})
+    assert response.status_code == 200
+    proxy.flush()
+    skipped = [json.loads(line) for line in capsys.readouterr().err.splitlines() if '"extract_skipped"' in line]
+    assert skipped and skipped[0]["stages"] and skipped[0]["ref"]
+    session = httpx.get(f"{proxy.url}/v1/workset/sessions/{response.headers['x-workset-session']}", timeout=10,
+                        headers={"authorization": "Bearer sk-test"}).json()
+    assert session["branch"]["messages"] == 1

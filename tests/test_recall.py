@@ -354,3 +354,24 @@ def test_the_assistant_ref_of_a_removed_step_and_a_query_reach_a_line_in_the_mid
     # the report's lines follow the step's text, its call and the result's heading: line 118 of it is line 121
     assert f"121| {CHECKSUM}" in result and "120| lane 117" in result and "123| lane 120" in result
     assert "lane 001" not in result
+
+
+def test_recall_waits_for_the_request_it_answers_to_be_stored(lanes_proxy: Any, fake: Any) -> None:
+    """The request's own messages are stored on a worker beside the provider's latency; a recall call in the
+    provider's answer must still find them, however slow that storing is."""
+    import threading
+
+    engine = lanes_proxy.engine
+    settle = engine.settle
+
+    def slow_settle(prepared: Any) -> None:
+        threading.Event().wait(0.5)
+        settle(prepared)
+
+    engine.settle = slow_settle
+    seen: dict[str, Any] = {}
+    fake.script(*recall_rounds(seen, {"ref": None, "query": "checksum lane 118"}))
+    text = lanes_proxy.client().chat.completions.create(
+        model="lanes-test", messages=lanes_run(), tools=TOOLS, extra_headers={"x-workset-session": "lanes-slow"}
+    ).choices[0].message.content
+    assert text.endswith("Checksum 7f3a91c2.") and f"118| {CHECKSUM}" in seen["results"][0]
