@@ -44,6 +44,8 @@ class TaskState:
     snapshots: dict[str, tuple[int, set[str]]] = field(default_factory=dict, repr=False)
     # keys of the plan items now marked as the agent's next step (so naming a new one costs no scan of the facts)
     next_steps: set[tuple[str, str]] = field(default_factory=set, repr=False)
+    # facts by kind as of `version`: rendering asks for each kind several times, and a long run holds thousands
+    _by_kind: tuple[int, dict[str, list[Fact]]] = field(default=(-1, {}), repr=False, compare=False)
 
     def apply(self, extraction: Extraction) -> None:
         if not extraction.facts and not extraction.actions:
@@ -79,7 +81,13 @@ class TaskState:
         self.version += 1
 
     def of_kind(self, kind: str) -> list[Fact]:
-        return [fact for fact in self.facts.values() if fact.kind == kind]
+        version, by_kind = self._by_kind
+        if version != self.version:
+            by_kind = {}
+            for fact in self.facts.values():
+                by_kind.setdefault(fact.kind, []).append(fact)
+            self._by_kind = (self.version, by_kind)
+        return list(by_kind.get(kind, ()))
 
     @property
     def constraints(self) -> list[Fact]:

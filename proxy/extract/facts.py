@@ -427,6 +427,10 @@ def _key_values(text: str, limit: int) -> Iterator[tuple[int, str, str, str]]:
     fences = fenced_spans(text) if "```" in text or "~~~" in text else []
     count = 0
     position = 0
+    # (end, indentation, section) of the last `key: value` line that is no heading: the line right below it, at
+    # its indentation, belongs to the same list (what _section would find walking up), so a list of n lines
+    # costs n steps, not n times the look-back
+    sibling: tuple[int, int, str] | None = None
     while (hit := _COLON.search(text, position)) is not None:
         pos = hit.start()
         bounds = _line_bounds(text, pos)
@@ -443,13 +447,18 @@ def _key_values(text: str, limit: int) -> Iterator[tuple[int, str, str, str]]:
         match = _KEY_VALUE.match(line)
         if match is None:
             continue
+        indent = _indent(line)
+        if sibling is not None and sibling[0] + 1 == bounds[0] and sibling[1] == indent:
+            section = sibling[2]
+        else:
+            section = _section(text, bounds[0])
+        sibling = (bounds[1], indent, section) if _header_label(line) is None else None
         key = collapse(match.group("key")).lower()
         value = collapse(strip_markup(match.group("value")))
         if key.count(" ") > 4 or not value or len(value) > MAX_VALUE_CHARS or value.endswith(("?", "？")):
             continue  # a question ("Trip type: one-way or round-trip?") is not a fact
         if looks_like_code(line):
             continue
-        section = _section(text, bounds[0])
         yield bounds[0], FIELD, clip(f"{section}.{key}" if section else key, MAX_KEY_CHARS), value
         count += 1
         if count >= limit:
