@@ -21,7 +21,7 @@ pattern is bounded, and at most MAX_* pairs come from one message.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
 from ..records import ToolCall
@@ -57,6 +57,14 @@ _DECISION = re.compile(
     re.I,
 )
 # Every decision pattern holds one of these: a cheap test before the slow scan.
+Holds = Callable[[str], "re.Match[str] | None"]  # does a lowercase text hold one of some words?
+
+
+def _any_of(words: tuple[str, ...]) -> Holds:
+    """Whether a (lowercase) text holds one of `words` as a substring: one scan in C instead of one per word."""
+    return re.compile("|".join(re.escape(word) for word in words)).search
+
+
 _DECISION_WORDS = (
     "use", "go with", "going with", "decid", "decision", "fix is", "solution is", "chose", "choose", "keep",
     "stick", "决定", "采用", "统一", "我们", "我将", "我会", "改用", "就用", "选择", "为准", "算",
@@ -212,6 +220,12 @@ _ERROR_CODE = re.compile(r"[a-z][a-z0-9_.-]{2,40}")
 _UNITS = {"sec": "second", "min": "minute", "hr": "hour"}
 
 
+_HOLDS_DECISION_WORD = _any_of(_DECISION_WORDS)
+_HOLDS_FAILURE_WORD = _any_of(_FAILURE_WORDS)
+_HOLDS_FINDING_WORD = _any_of(_FINDING_WORDS)
+_HOLDS_HTTP_WORD = _any_of(_HTTP_WORDS)
+
+
 def prose_sentences(text: str) -> list[str]:
     """The sentences of the prose in text[:MAX_SCAN_CHARS], as written (list marker and tags dropped, cut to
     MAX_CONCLUSION_CHARS), without questions and code: what `decisions` and `failures` read (split once)."""
@@ -230,7 +244,7 @@ def decisions(said: list[str]) -> list[tuple[str, str]]:
     """(key, sentence) for the sentences (see `prose_sentences`) that state a decision ("I'll use X", "the fix is
     to ...", "统一按…计算")."""
     found: list[tuple[str, str]] = []
-    for sentence, _ in _cued(said, _DECISION, _DECISION_WORDS):
+    for sentence, _ in _cued(said, _DECISION, _HOLDS_DECISION_WORD):
         found.append((normalize(sentence), sentence))
         if len(found) >= MAX_DECISIONS:
             break
@@ -241,7 +255,7 @@ def failures(said: list[str]) -> list[tuple[str, str]]:
     """(subject, sentence) for the sentences (see `prose_sentences`) that state what failed or what limits apply
     ("pytz ignores fold", "the bulk endpoint is Enterprise-only: 403", "100 requests per minute", "批量接口不支持")."""
     found: list[tuple[str, str]] = []
-    for sentence, match in _cued(said, _FAILURE_OR_LIMIT, _FAILURE_WORDS):
+    for sentence, match in _cued(said, _FAILURE_OR_LIMIT, _HOLDS_FAILURE_WORD):
         before = sentence[: match.start()]
         cue = match.group().lower()
         if _HYPOTHETICAL.search(before) or _CONCLUSION.search(sentence) or _NOT_HIT.search(sentence):
@@ -261,11 +275,12 @@ def findings(text: str) -> list[tuple[str, str]]:
     conclusions it stated ("Root cause: …", "结论：…", keyed by the sentence)."""
     text = text[:MAX_SCAN_CHARS]
     lowered = text.lower()
-    if not any(word in lowered for word in _FINDING_WORDS):
+    holds = _HOLDS_FINDING_WORD
+    if not holds(lowered):
         return []
     found: list[tuple[str, str]] = []
     for line in prose_lines(text):
-        if is_heading(line) or not any(word in line.lower() for word in _FINDING_WORDS):
+        if is_heading(line) or not holds(line.lower()):
             continue
         for sentence in sentences(line.strip()):
             sentence = cut(trim(sentence), MAX_CONCLUSION_CHARS)
@@ -290,7 +305,7 @@ def http_failures(text: str, data: object, call: ToolCall | None) -> list[tuple[
     Enterprise plan (at https://api.example.com/v1/bulk)`. `data` is the output's parsed JSON, if it is JSON."""
     window = text[:MAX_HTTP_SCAN_CHARS]
     lowered = window.lower()
-    if not any(word in lowered for word in _HTTP_WORDS):
+    if not _HOLDS_HTTP_WORD(lowered):
         return []
     statuses = [m.group("status") or m.group("named") for m in _STATUS.finditer(window)]
     url = _call_url(call) or _first_url(window)
@@ -325,15 +340,15 @@ def http_failures(text: str, data: object, call: ToolCall | None) -> list[tuple[
 # ---- helpers --------------------------------------------------------------------------------------------------
 
 
-def _cued(said: list[str], cue: re.Pattern[str], words: tuple[str, ...]) -> Iterator[tuple[str, re.Match[str]]]:
-    """The sentences that hold `cue`, each with its first match. `words` are lowercase substrings one of which
+def _cued(said: list[str], cue: re.Pattern[str], holds: Holds) -> Iterator[tuple[str, re.Match[str]]]:
+    """The sentences that hold `cue`, each with its first match. `holds` finds the lowercase words one of which
     every match holds: a sentence without any is not searched."""
     for sentence in said:
-        lowered = sentence.lower()
-        if any(word in lowered for word in words):
+        if holds(sentence.lower()):
             match = cue.search(sentence)
             if match is not None:
                 yield sentence, match
+
 
 
 def _unique(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
