@@ -55,10 +55,11 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .app import create_app
+    from .httpserver import http_protocol
 
     app = create_app(config, policies, config.store.path)
     uvicorn.run(app, host=config.server.host, port=config.server.port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=5)
+                timeout_graceful_shutdown=5, http=http_protocol())
     return 0
 
 

@@ -89,3 +89,27 @@ def test_workset_serve_with_the_shipped_config(tmp_path: Path, fake: Any) -> Non
         assert fake.chat_requests()[-1].headers["authorization"] == "Bearer sk-user"
     assert '"event": "request"' in proxy.output()
     assert (tmp_path / "store.db").exists()
+
+
+@pytest.mark.e2e
+def test_a_request_that_is_not_valid_http_gets_an_openai_style_400(tmp_path: Path, fake: Any) -> None:
+    """A control character in a header is refused by the HTTP parser, before workset reads the request: still in
+    OpenAI's error format, as every other 4xx."""
+    import json
+    import socket
+
+    port = free_port()
+    argv = [str(Path(sys.executable).parent / "workset"), "serve", "--config", str(REPO / "config.yaml"),
+            "--port", str(port), "--store", str(tmp_path / "store.db")]
+    with ServerProcess(argv, port, env={"WORKSET_UPSTREAM_BASE": fake.url + "/v1"}, cwd=tmp_path):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-workset-session: a\x01b\r\n"
+                         b"content-length: 2\r\n\r\n{}")
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"application/json" in head
+        error = json.loads(body)["error"]
+        assert error["type"] == "invalid_request_error" and error["code"] == "invalid_http_request"
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
