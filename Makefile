@@ -26,6 +26,7 @@ test: install
 bench: install
 	$(BIN)/python -m bench.latency
 	$(BIN)/python -m bench.adversarial
+	$(BIN)/python -m bench.stall
 
 # Issue 9's hostile-input and load suite at full size (make test runs the same code smaller): 10,000 fuzzed
 # requests; then 50 concurrent sessions x 30 turns, 20 same-key conversations, kill -9 x 5 under load.

@@ -1,0 +1,121 @@
+"""`make bench` (last): does one tenant's hostile text delay the others? (issue 9: no more than 20 ms)
+
+A real `workset serve` in front of two fake providers (one per tenant, so that the provider parsing the attacker's
+megabytes does not hold up the victim's answers: what is measured is workset). A victim (its own key) sends small
+chat requests one after another, first alone (its baseline), then while an attacker (another key) sends, one after
+another, conversations whose tool output is 1 MB of an adversarial text (each of bench.adversarial's texts in
+turn). Reported: the victim's latency alone and under attack (median, p95, max) and the attacker's own
+x-workset-ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from bench.adversarial import adversarial_texts  # noqa: E402
+from bench.latency import percentile  # noqa: E402
+from servers import ServerProcess, free_port  # noqa: E402
+
+TARGET_MS = 20.0  # issue 9: no other tenant's request delayed by more than this while a hostile one runs
+CHAT = "/v1/chat/completions"
+
+
+def victim_body(step: int) -> dict[str, Any]:
+    return {"model": "victim-model", "messages": [
+        {"role": "system", "content": "You are a helpful agent."},
+        {"role": "user", "content": f"Summarise the ticket queue, run {step}."}]}
+
+
+def attack_body(name: str, text: str) -> dict[str, Any]:
+    call = {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": "cat dump"})}}
+    return {"model": "attacker-model", "messages": [
+        {"role": "system", "content": f"You are a coding agent ({name})."},
+        {"role": "user", "content": "Look at the dump."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_0", "content": text}]}
+
+
+async def victim(client: httpx.AsyncClient, url: str, stop: asyncio.Event, seconds: float | None) -> list[float]:
+    latencies: list[float] = []
+    started = time.perf_counter()
+    step = 0
+    while not stop.is_set() and (seconds is None or time.perf_counter() - started < seconds):
+        began = time.perf_counter()
+        response = await client.post(url + CHAT, json=victim_body(step), headers={"authorization": "Bearer sk-victim"})
+        response.raise_for_status()
+        latencies.append((time.perf_counter() - began) * 1000)
+        step += 1
+        await asyncio.sleep(0.005)
+    return latencies
+
+
+async def attacker(client: httpx.AsyncClient, url: str, texts: dict[str, str], stop: asyncio.Event) -> list[float]:
+    own: list[float] = []
+    for name, text in texts.items():
+        response = await client.post(url + CHAT, content=json.dumps(attack_body(name, text)).encode(),
+                                     headers={"authorization": "Bearer sk-attacker", "content-type": "application/json"})
+        response.raise_for_status()
+        own.append(float(response.headers.get("x-workset-ms", "nan")))
+    stop.set()
+    return own
+
+
+async def run(url: str, texts: dict[str, str], baseline_s: float) -> tuple[list[float], list[float], list[float]]:
+    async with httpx.AsyncClient(timeout=120) as client:
+        alone = await victim(client, url, asyncio.Event(), baseline_s)
+        stop = asyncio.Event()
+        under, own = await asyncio.gather(victim(client, url, stop, None), attacker(client, url, texts, stop))
+    return alone, under, own
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=1_000_000, help="characters of each hostile tool output")
+    parser.add_argument("--baseline-s", type=float, default=5.0, help="seconds the victim runs alone first")
+    args = parser.parse_args(argv)
+    texts = adversarial_texts(args.size)
+    with tempfile.TemporaryDirectory() as folder_name:
+        folder = Path(folder_name)
+        ports = {name: free_port() for name in ("victim", "attacker", "proxy")}
+        providers = {name: ServerProcess([sys.executable, "-m", "bench.fake_provider", str(ports[name])], ports[name],
+                                         cwd=ROOT) for name in ("victim", "attacker")}
+        config = {"model_list": [{"model_name": f"{name}-model", "litellm_params": {
+                      "model": "openai/gpt-test", "api_base": provider.url + "/v1"}} for name, provider in providers.items()],
+                  "policies_dir": str(ROOT / "policies"), "store": {"path": str(folder / "stall.db")},
+                  "server": {"max_body_bytes": 8 * args.size + 1_000_000}, "logging": {"level": "warning"}}
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+        proxy = ServerProcess([sys.executable, "-m", "proxy", "serve", "--config", str(folder / "config.yaml"),
+                               "--port", str(ports["proxy"])], ports["proxy"], cwd=ROOT)
+        with providers["victim"], providers["attacker"], proxy:
+            alone, under, own = asyncio.run(run(proxy.url, texts, args.baseline_s))
+    base = statistics.median(alone)
+    worst_delay = max(under) - base
+    print(f"one tenant's hostile texts against another's requests: {len(texts)} texts of {args.size:,} chars")
+    print(f"victim alone:        {len(alone):>4} requests, median {base:.1f} ms, p95 {percentile(alone, 0.95):.1f} ms,"
+          f" max {max(alone):.1f} ms")
+    print(f"victim under attack: {len(under):>4} requests, median {statistics.median(under):.1f} ms, "
+          f"p95 {percentile(under, 0.95):.1f} ms, max {max(under):.1f} ms")
+    print(f"attacker x-workset-ms: median {statistics.median(own):.1f} ms, max {max(own):.1f} ms")
+    p95_delay = percentile(under, 0.95) - base
+    print(f"delay of the victim (p95 / worst, over its median alone): {p95_delay:.1f} / {worst_delay:.1f} ms "
+          f"(target {TARGET_MS:g} ms): {'ok' if worst_delay <= TARGET_MS else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
