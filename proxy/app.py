@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Coroutine, TypeVar
+from typing import Any, AsyncIterator, Callable, Coroutine, Mapping, TypeVar
 
 import orjson
 from starlette.applications import Starlette
@@ -129,21 +129,10 @@ async def _chat(workset: Workset, request: Request) -> Response:
     fields: dict[str, Any] = {"route": "chat"}
     try:
         raw = await _read_body(request, config.server.max_body_bytes)
-        waited = time.perf_counter()
-        body, own_ms = await workset.run(_cpu_timed, _parsed_chat, raw)  # parsing megabytes is work too
-        model = body["model"]
-        fields["model"] = model
         caller_key = _caller_key(request)
-        target = _route_for(workset, model, caller_key)
-        explicit = explicit_session(request.headers.get(SESSION_HEADER), body)
-        policy_name = request.headers.get(POLICY_HEADER)
-        try:
-            workset.engine.policy_for(model, policy_name)
-        except UnknownPolicy as error:
-            raise WorksetError(400, str(error), "invalid_request_error", "unknown_policy") from error
-        prepared, prepare_ms = await workset.run(_cpu_timed, _prepare, workset, body, key_hash(caller_key), explicit,
-                                                 policy_name, fields)
-        own_ms += prepare_ms
+        waited = time.perf_counter()
+        (target, explicit, prepared), own_ms = await workset.run(_cpu_timed, _admit, workset, raw, request.headers,
+                                                                 caller_key, fields)
         # what the request waited for (a free worker, the interpreter, its conversation's branch) under load
         fields["queued_ms"] = round(max(0.0, (time.perf_counter() - waited) * 1000 - own_ms), 3)
         fields.update(session=prepared.session_id, policy=prepared.policy, tokens_original=prepared.tokens_original,
@@ -183,6 +172,25 @@ async def _chat(workset: Workset, request: Request) -> Response:
                         headers={**result.headers, **headers})
     return StreamingResponse(_logged_stream(result, log, fields, started), media_type="text/event-stream",
                              headers={**result.headers, **headers, "cache-control": "no-cache"})
+
+
+def _admit(workset: Workset, raw: bytes, headers: Mapping[str, str], caller_key: str | None,
+           fields: dict[str, Any]) -> tuple[Any, str | None, Prepared]:
+    """All of workset's work before the provider is called, in one go on a worker (parsing megabytes is work
+    too): the body parsed and checked, routed, its session id read, and what to forward; (route, explicit session
+    id, prepared)."""
+    body = parse_json_object(raw)
+    check_chat(body)
+    model = body["model"]
+    fields["model"] = model
+    target = _route_for(workset, model, caller_key)
+    explicit = explicit_session(headers.get(SESSION_HEADER), body)
+    policy_name = headers.get(POLICY_HEADER)
+    try:
+        workset.engine.policy_for(model, policy_name)
+    except UnknownPolicy as error:
+        raise WorksetError(400, str(error), "invalid_request_error", "unknown_policy") from error
+    return target, explicit, _prepare(workset, body, key_hash(caller_key), explicit, policy_name, fields)
 
 
 def _prepare(workset: Workset, body: dict[str, Any], caller: str, explicit: str | None, policy_name: str | None,
@@ -296,13 +304,6 @@ def _cpu_timed(work: Callable[..., T], *args: Any) -> tuple[T, float]:
     return result, (time.thread_time() - started) * 1000
 
 
-def _parsed_chat(raw: bytes) -> dict[str, Any]:
-    body = parse_json_object(raw)
-    check_chat(body)
-    return body
-
-
-
 async def _logged_stream(stream: Stream, log: Any, fields: dict[str, Any], started: float) -> AsyncIterator[bytes]:
     status = 200
     try:
@@ -365,7 +366,8 @@ async def _embeddings(workset: Workset, request: Request) -> Response:
     log = get_logger()
     fields: dict[str, Any] = {"route": "embeddings"}
     try:
-        body = parse_json_object(await _read_body(request, workset.config.server.max_body_bytes))
+        raw = await _read_body(request, workset.config.server.max_body_bytes)
+        body = await workset.run(parse_json_object, raw)  # documents to embed can be megabytes
         model = check_model(body)
         fields["model"] = model
         caller_key = _caller_key(request)

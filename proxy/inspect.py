@@ -137,8 +137,8 @@ def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Res
                 # every keyless caller would share one namespace: nothing of it is listed or shown
                 raise WorksetError(401, "workset's inspection routes need a key: send one as the bearer token",
                                    "authentication_error", "missing_api_key")
-            await workset.run(_settle_all, workset)  # store reads and settling run on a worker, off the event loop
-            return json_response(200, await workset.run(view, workset.store, key_hash(key), request))
+            # settling and the store reads run on a worker, off the event loop
+            return json_response(200, await workset.run(_settled_view, workset, view, key_hash(key), request))
         except WorksetError as error:
             return json_response(error.status, error.body())
         except Exception as error:  # a store fault: answered in OpenAI's format, and logged
@@ -147,6 +147,11 @@ def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Res
             return json_response(500, error_body("workset could not read its store", "server_error", "internal_error"))
 
     return endpoint
+
+
+def _settled_view(workset: Workset, view: View, caller: str, request: Request) -> dict[str, Any]:
+    _settle_all(workset)
+    return view(workset.store, caller, request)
 
 
 def _settle_all(workset: Workset) -> None:

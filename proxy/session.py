@@ -97,9 +97,9 @@ class Branch:
         """The first `length` messages of this path, sharing nothing mutable with it (state is rebuilt)."""
         return Branch(
             self.node_sessions[length - 1] if length else self.session_id, self.root, self.explicit,
-            self.messages[:length], self.hashes[:length], self.node_sessions[:length], self.refs[:length], self.tokens[:length], self.tool_names[:length], self.gists[:length],
-            self.outcomes[:length], self.names[:length], self.observed[:length], total_tokens=sum(self.tokens[:length]),
-            settled=length,
+            self.messages[:length], self.hashes[:length], self.node_sessions[:length], self.refs[:length],
+            self.tokens[:length], self.tool_names[:length], self.gists[:length], self.outcomes[:length],
+            self.names[:length], self.observed[:length], total_tokens=sum(self.tokens[:length]), settled=length,
         )
 
 

@@ -271,10 +271,6 @@ class Store:
         for done, _ in self._after_commit:  # results are told only once they are in the file
             done(None)
 
-    def _transaction(self) -> Any:
-        """The writer's open transaction (see _commit): writes run inside it."""
-        return _Transaction(self._write)
-
     # --- sessions -------------------------------------------------------------------------------------------
 
     def session_by_explicit_id(self, key_hash: str, explicit_id: str) -> str | None:
@@ -346,44 +342,44 @@ class Store:
                 facts: Sequence[tuple[str, Fact, str | None]], actions: Sequence[tuple[str, Action]], model: str,
                 policy: str, depth: int) -> None:
         now = time.time()
-        session_id = sessions[-1]
-        lineage = ",".join("?" * len(sessions))
-        with self._transaction() as conn:
-            for item in messages:
-                cursor = conn.execute(
-                    "INSERT OR IGNORE INTO messages (hash, session_id, parent, depth, role, body, tokens, ref, tool, gist,"
-                    " outcome, names, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (item.hash, session_id, item.parent, item.depth, str(item.message.get("role")),
-                     encode_json(item.message).decode(), item.tokens, item.ref, item.tool, item.gist, item.outcome,
-                     " ".join(item.names), now),
+        session_id, lineage = sessions[-1], _marks(len(sessions))
+        conn = self._write  # inside the writer's batch transaction (see _commit)
+        for item in messages:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO messages (hash, session_id, parent, depth, role, body, tokens, ref, tool, gist,"
+                " outcome, names, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (item.hash, session_id, item.parent, item.depth, str(item.message.get("role")),
+                 encode_json(item.message).decode(), item.tokens, item.ref, item.tool, item.gist, item.outcome,
+                 " ".join(item.names), now),
+            )
+            if cursor.rowcount and item.evidence:
+                conn.execute(
+                    "INSERT OR IGNORE INTO evidence (session_id, ref, node, role, tool, content, tokens) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (session_id, item.ref, item.hash, str(item.message.get("role")), item.tool, item.evidence, item.tokens),
                 )
-                if cursor.rowcount and item.evidence:
-                    conn.execute(
-                        "INSERT OR IGNORE INTO evidence (session_id, ref, node, role, tool, content, tokens) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (session_id, item.ref, item.hash, str(item.message.get("role")), item.tool, item.evidence, item.tokens),
-                    )
-            conn.executemany(
-                "INSERT INTO facts (session_id, node, turn, kind, key, value, evidence_ref, supersedes, superseded, source)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
-                [(session_id, node, f.turn, f.kind, f.key, f.value, f.evidence_ref, older, f.source)
-                 for node, f, older in facts],
-            )
-            conn.executemany(
-                f"UPDATE facts SET superseded = 1 WHERE session_id IN ({lineage}) AND node = ? AND kind = ? AND key = ?",
-                [(*sessions, older, f.kind, f.key) for _, f, older in facts if older is not None],
-            )
-            conn.executemany(
-                "INSERT INTO actions (session_id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(session_id, node, a.turn, a.tool, a.arguments, a.outcome, a.gist, a.call_id, a.evidence_ref)
-                 for node, a in actions],
-            )
-            conn.execute(
-                "UPDATE sessions SET updated_at = ?, model = ?, policy = ?, messages = MAX(messages, ?) WHERE id = ?",
-                (now, model, policy, depth, session_id),
-            )
-            if len(sessions) > 1:
-                conn.execute(f"UPDATE sessions SET updated_at = ? WHERE id IN ({lineage})", (now, *sessions))
+        conn.executemany(
+            "INSERT INTO facts (session_id, node, turn, kind, key, value, evidence_ref, supersedes, superseded, source)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            [(session_id, node, f.turn, f.kind, f.key, f.value, f.evidence_ref, older, f.source)
+             for node, f, older in facts],
+        )
+        conn.executemany(
+            f"UPDATE facts SET superseded = 1 WHERE session_id IN ({lineage}) AND node = ? AND kind = ? AND key = ?",
+            [(*sessions, older, f.kind, f.key) for _, f, older in facts if older is not None],
+        )
+        conn.executemany(
+            "INSERT INTO actions (session_id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(session_id, node, a.turn, a.tool, a.arguments, a.outcome, a.gist, a.call_id, a.evidence_ref)
+             for node, a in actions],
+        )
+        conn.execute(
+            "UPDATE sessions SET updated_at = ?, model = ?, policy = ?, messages = MAX(messages, ?) WHERE id = ?",
+            (now, model, policy, depth, session_id),
+        )
+        if len(sessions) > 1:  # the sessions it forked from live as long as it does
+            conn.execute(f"UPDATE sessions SET updated_at = ? WHERE id IN ({_marks(len(sessions) - 1)})",
+                         (now, *sessions[:-1]))
 
     def path_records(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[list[tuple[str, Fact]], list[tuple[str, Action]]]:
         """Facts and actions stored for the nodes of one path (whose nodes lie in `sessions`), with their nodes,
@@ -392,7 +388,7 @@ class Store:
         order = {digest: index for index, digest in enumerate(hashes)}
         facts: list[tuple[int, int, str, Fact]] = []
         actions: list[tuple[int, int, str, Action]] = []
-        lineage = ",".join("?" * len(sessions))
+        lineage = _marks(len(sessions))
         for row in self._select_in("SELECT id, node, turn, kind, key, value, evidence_ref, source FROM facts"
                                    f" WHERE session_id IN ({lineage}) AND node IN ({{}})", tuple(sessions), hashes):
             facts.append((order[row[1]], row[0], row[1], Fact(row[3], row[4], row[5], row[2], row[6], row[7] or "")))
@@ -413,12 +409,11 @@ class Store:
                encode_json(epoch).decode(), encode_json(state).decode())
 
         def write() -> None:
-            with self._transaction() as conn:
-                conn.execute(
-                    "INSERT INTO checkpoints (session_id, node, depth, created_at, reason, tokens_before, tokens_after, epoch, state)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    row,
-                )
+            self._write.execute(
+                "INSERT INTO checkpoints (session_id, node, depth, created_at, reason, tokens_before, tokens_after, epoch, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
 
         self._submit(write)
 
@@ -426,7 +421,7 @@ class Store:
         """The deepest compaction whose tip lies on this path (whose nodes lie in `sessions`)."""
         self.flush()
         best: tuple[int, int, str] | None = None
-        lineage = ",".join("?" * len(sessions))
+        lineage = _marks(len(sessions))
         for row in self._select_in(f"SELECT depth, id, epoch FROM checkpoints WHERE session_id IN ({lineage})"
                                    " AND node IN ({})", tuple(sessions), hashes):
             if best is None or (row[0], row[1]) > (best[0], best[1]):
@@ -455,7 +450,7 @@ class Store:
         with self._read_lock:
             cursor = self._read.execute(
                 "SELECT ref, node, role, tool, content, tokens, session_id FROM evidence WHERE session_id IN ({}) AND"
-                " ref = ?".format(",".join("?" * len(scope.sessions))),
+                " ref = ?".format(_marks(len(scope.sessions))),
                 (*scope.sessions, ref),
             )
             names = [c[0] for c in cursor.description]
@@ -509,9 +504,9 @@ class Store:
         # Only the request's own conversation, when given: filtered in SQL, so that another conversation's better
         # matches cannot crowd its own out of the limit.
         path = scope.path
-        in_sessions = ",".join("?" * len(scope.sessions))
+        in_sessions = _marks(len(scope.sessions))
         on_path = " AND {node} IN (SELECT value FROM json_each(?))" if path is not None else ""
-        path_args: tuple[str, ...] = (*scope.sessions, *((orjson.dumps(sorted(path)).decode(),) if path is not None else ()))
+        path_args: tuple[str, ...] = (*scope.sessions, *((orjson.dumps(list(path)).decode(),) if path is not None else ()))
         with self._read_lock:
             cursor = self._read.execute(
                 "SELECT evidence.ref, evidence.tool, evidence.role, evidence.content, bm25(evidence_fts) AS rank"
@@ -547,7 +542,7 @@ class Store:
         rows: list[tuple[Any, ...]] = []
         with self._read_lock:
             for chunk in _chunks(keys):
-                rows.extend(self._read.execute(query.format(",".join("?" * len(chunk))), (*params, *chunk)))
+                rows.extend(self._read.execute(query.format(_marks(len(chunk))), (*params, *chunk)))
         return rows
 
     def _rows(self, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
@@ -611,18 +606,18 @@ class Store:
         return self._call(lambda: self._delete_sessions_before(cutoff))
 
     def _delete_sessions_before(self, cutoff: float) -> list[str]:
-        with self._transaction() as conn:
-            # A session others forked from holds the beginning they read: it goes only with them. (Their requests
-            # keep it updated too; this guards against clocks and hand edits.)
-            ids = [row[0] for row in conn.execute(
-                "SELECT id FROM sessions WHERE updated_at < ? AND id NOT IN"
-                " (SELECT forked_from FROM sessions WHERE forked_from IS NOT NULL AND updated_at >= ?)",
-                (cutoff, cutoff))]
-            for chunk in _chunks(ids):
-                marks = ",".join("?" * len(chunk))
-                for table in ("messages", "facts", "actions", "evidence", "checkpoints"):
-                    conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", chunk)
-                conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk)
+        conn = self._write  # inside the writer's batch transaction (see _commit)
+        # A session others forked from holds the beginning they read: it goes only with them. (Their requests
+        # keep it updated too; this guards against clocks and hand edits.)
+        ids = [row[0] for row in conn.execute(
+            "SELECT id FROM sessions WHERE updated_at < ? AND id NOT IN"
+            " (SELECT forked_from FROM sessions WHERE forked_from IS NOT NULL AND updated_at >= ?)",
+            (cutoff, cutoff))]
+        for chunk in _chunks(ids):
+            marks = _marks(len(chunk))
+            for table in ("messages", "facts", "actions", "evidence", "checkpoints"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", chunk)
+            conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk)
         return ids
 
     def _call(self, write: Callable[[], T]) -> T:
@@ -648,23 +643,9 @@ def _connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-class _Transaction:
-    """The statements of one write: inside the writer's batch transaction, whose savepoint undoes them on error;
-    outside one (never on the writer thread), a transaction of their own."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-        self._own = False
-
-    def __enter__(self) -> sqlite3.Connection:
-        if not self._conn.in_transaction:
-            self._conn.execute("BEGIN IMMEDIATE")
-            self._own = True
-        return self._conn
-
-    def __exit__(self, kind: object, error: object, trace: object) -> None:
-        if self._own:
-            self._conn.execute("ROLLBACK" if kind else "COMMIT")
+def _marks(count: int) -> str:
+    """Placeholders for `count` parameters of an IN (...) list."""
+    return ",".join("?" * count)
 
 
 def _chunks(items: Sequence[str]) -> Iterable[list[str]]:

@@ -164,10 +164,10 @@ def explicit_session(header: str | None, body: dict[str, Any]) -> str | None:
     if len(value) > MAX_SESSION_ID_CHARS:
         raise bad_request(f"{where} is {len(value)} characters long; at most {MAX_SESSION_ID_CHARS} are accepted",
                           param=where, code="invalid_value")
-    for position, char in enumerate(value):
-        if not " " <= char <= "~":
-            raise bad_request(f"{where} must be printable ASCII (it is echoed in the {SESSION_HEADER} response "
-                              f"header); found {char!r} at position {position}", param=where, code="invalid_value")
+    if not (value.isascii() and value.isprintable()):  # C-level checks; the loop below only finds the culprit
+        position, char = next((i, c) for i, c in enumerate(value) if not " " <= c <= "~")
+        raise bad_request(f"{where} must be printable ASCII (it is echoed in the {SESSION_HEADER} response "
+                          f"header); found {char!r} at position {position}", param=where, code="invalid_value")
     return value
 
 
