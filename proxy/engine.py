@@ -225,7 +225,7 @@ class Engine:
         lost = state_kept(branch.state, state_text) if policy.state.position != "head" or new_epoch.head_state else []
         new_epoch = replace(new_epoch, tokens_before=before, tokens_after=after,
                             state_check="ok" if not lost else "lost: " + "; ".join(lost[:3]),
-                            parts=part_tokens(new_epoch, self.counter.cached_text))
+                            parts=part_tokens(new_epoch, self.counter))
         if new_epoch.summary_check == "ok" and new_epoch.summary_through > (epoch.summary_through if epoch else -1):
             branch.summary_candidate = None  # used: the next job starts from it
         snapshot = state_snapshot(branch.state, goal, next_action(branch), new_epoch.summary, new_epoch.summary_check)

@@ -107,7 +107,7 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     `max_tokens` leaves goes, in this order, to settled approvals, the agent's decisions, what it learned the hard
     way, what it worked out (each newest first), then to key facts, one card per object (objects the user named,
     then those the dialogue named most recently, then the most recently updated; the first card that does not fit
-    is cut, marked with "…"), then to completed items. Objects whose fields all come from
+    is cut, marked with "…", and ends the list), then to completed items. Objects whose fields all come from
     messages shown verbatim (`in_view`, their indices) are left out: they are in view already. `focus` is what
     the user said, NUL, the dialogue in order (see engine._dialogue). `brief` keeps only what must never be
     forgotten (the tail reminder when the full state sits at the head)."""
@@ -144,16 +144,20 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     for title, lines in optional:
         chosen: list[str] = []
         for line in lines:  # in priority order; what does not fit is skipped, smaller ones may still fit
+            if room is not None and room < MIN_LINE_TOKENS:
+                break  # not even the shortest line fits: counting the rest would only skip them
             cost = 0
             if count is not None:
                 cost = count(line) + 1 + (0 if chosen else count(title) + 1)
             if room is not None and cost > room:
-                if title == FACTS and count is not None and room >= MIN_CUT_TOKENS:
-                    # an object ranked above what fits is worth a partial card more than the next ones whole
-                    line = _cut(line, room - (cost - count(line)), count)
-                    cost = room
-                else:
+                if title != FACTS:
                     continue
+                if room < MIN_CUT_TOKENS:
+                    break  # cards are ranked: the rest, a few hundred at most, are not worth counting for the crumbs
+                # an object ranked above what fits is worth a partial card more than the next ones whole
+                assert count is not None  # room is only known with a counter
+                line = _cut(line, room - (cost - count(line)), count)
+                cost = room
             chosen.append(line)
             if room is not None:
                 room -= cost
@@ -167,6 +171,7 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
 
 
 MIN_CUT_TOKENS = 24  # room below this is not worth a partial card
+MIN_LINE_TOKENS = 2  # a line costs at least one token and its newline
 
 
 def _cut(line: str, tokens: int, count: Callable[[str], int]) -> str:

@@ -6,7 +6,7 @@ import importlib.util
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from .records import Message
 # Per-message framing tokens, as in OpenAI's cookbook counting (role, separators).
 MESSAGE_OVERHEAD = 4
 TOOL_CALL_OVERHEAD = 8
+SECTION_BREAK = "\n\n"  # between the sections of a message workset writes (see TokenCounter.sections)
 
 
 class TokenizerUnavailable(RuntimeError):
@@ -77,6 +78,7 @@ class TokenCounter:
         self._cache: dict[str, int] = {}
         self._cache_size = cache_size
         self._tools_cache: dict[bytes, int] = {}
+        self._heading_split: bool | None = None
 
     def text(self, text: str) -> int:
         if not text:
@@ -136,6 +138,26 @@ class TokenCounter:
                 self._cache.clear()
             count = self._cache[text] = self.text(text)
         return count
+
+    def sections(self, texts: Sequence[str]) -> list[int]:
+        """Each text's share of the tokens of SECTION_BREAK.join(texts), the break counted with the text before
+        it, each share cached. Every text after the first starts with a Markdown heading ("#"), before which the
+        pre-tokenizers of o200k_base and cl100k_base always split after a line break: the shares then add up to
+        the count of the whole, which a changed first section no longer makes workset encode again. An encoding
+        that splits otherwise (checked once) gets the whole counted, the difference added to the first share."""
+        shares = [self.cached_text(text + SECTION_BREAK) for text in texts[:-1]] + [self.cached_text(texts[-1])]
+        if len(texts) > 1 and not (self._splits_before_headings and all(t.startswith("#") for t in texts[1:])):
+            shares[0] += self.text(SECTION_BREAK.join(texts)) - sum(shares)
+        return shares
+
+    @property
+    def _splits_before_headings(self) -> bool:
+        if self._heading_split is None:
+            endings = ("word", "ref]", "x ", "42", "…", "a.", "\t", "")
+            self._heading_split = all(
+                self.text(f"{end}{SECTION_BREAK}## Next") == self.text(end + SECTION_BREAK) + self.text("## Next")
+                for end in endings)
+        return self._heading_split
 
     def head(self, text: str, limit: int) -> tuple[str, int]:
         """The first `limit` tokens of `text`, and how many tokens were left out."""

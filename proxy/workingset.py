@@ -21,7 +21,7 @@ from .messages import PINNED_ROLES, is_tool_result, message_text, tool_call
 from .observations import action_command, prose_of
 from .policy import Policy
 from .records import Message
-from .tokens import MESSAGE_OVERHEAD, TokenCounter
+from .tokens import MESSAGE_OVERHEAD, SECTION_BREAK, TokenCounter
 
 WORKSET_TAG = "[workset]"
 STATE_PREFIX = f"{WORKSET_TAG} Current task state"
@@ -237,38 +237,55 @@ def is_paste(conversation: Conversation, index: int, policy: Policy) -> bool:
     return conversation.is_users(index) and conversation.tokens[index] - MESSAGE_OVERHEAD > policy.user_messages.paste_tokens
 
 
-def compacted_message(epoch: Epoch) -> Message | None:
-    """The user-role message standing for everything the epoch removed; None when nothing needs saying."""
-    parts: list[str] = []
+def compacted_sections(epoch: Epoch) -> list[tuple[str, str]]:
+    """(name, text) of each section of the message standing for what the epoch removed, its header first; only
+    the header when nothing needs saying. Every section after the header starts with a heading ("## ")."""
+    sections: list[tuple[str, str]] = [("header", COMPACTED_HEADER)]
     if epoch.head_state:
-        parts.append(epoch.head_state)
+        sections.append(("state", epoch.head_state))
     if epoch.dropped_users:
-        parts.append(f"{DROPPED_USERS}\n" + "; ".join(epoch.dropped_users))
+        sections.append(("dropped users", f"{DROPPED_USERS}\n" + "; ".join(epoch.dropped_users)))
     if epoch.summary:
-        parts.append(f"## Summary of turns up to {epoch.summary_through} (model-written, checked against the record)\n"
-                     + epoch.summary)
+        sections.append(("summary", f"## Summary of turns up to {epoch.summary_through} (model-written, checked "
+                                    "against the record)\n" + epoch.summary))
     digest = digest_text(epoch)
     if digest:
-        parts.append(digest)
+        sections.append(("digest", digest))
     if epoch.names:
-        parts.append(f"{NAMES_HEADING}\n" + " ".join(epoch.names))
-    if not parts:
+        sections.append(("names", f"{NAMES_HEADING}\n" + " ".join(epoch.names)))
+    return sections
+
+
+def compacted_message(epoch: Epoch) -> Message | None:
+    """The user-role message standing for everything the epoch removed; None when nothing needs saying."""
+    sections = compacted_sections(epoch)
+    if len(sections) == 1:
         return None
-    header = (f"{WORKSET_TAG} Earlier turns of this conversation were compacted by workset, the context proxy. "
-              "Nothing is lost: every [ref:ID] names stored content.")
-    return {"role": "user", "content": header + "\n\n" + "\n\n".join(parts)}
+    return {"role": "user", "content": SECTION_BREAK.join(text for _, text in sections)}
 
 
+def compacted_tokens(epoch: Epoch, counter: TokenCounter) -> tuple[int, dict[str, int]]:
+    """The tokens of compacted_message(epoch) (0 when there is none), and of each of its sections: counted
+    section by section, so that a new state does not make workset encode the digest and names again."""
+    sections = compacted_sections(epoch)
+    if len(sections) == 1:
+        return 0, {}
+    shares = counter.sections([text for _, text in sections])
+    return MESSAGE_OVERHEAD + sum(shares), {name: share for (name, _), share in zip(sections, shares)}
+
+
+COMPACTED_HEADER = (f"{WORKSET_TAG} Earlier turns of this conversation were compacted by workset, the context proxy. "
+                    "Nothing is lost: every [ref:ID] names stored content.")
 NAMES_HEADING = "## Names in elided turns (recall by ref, or by query)"
 DROPPED_USERS = ("## The user's earlier messages left out: they did not fit the budget (still binding unless "
                  "the user said otherwise; recall them by ref)")
 
 
-def part_tokens(epoch: Epoch, count: Callable[[str], int]) -> tuple[tuple[str, int], ...]:
+def part_tokens(epoch: Epoch, counter: TokenCounter) -> tuple[tuple[str, int], ...]:
     """How many tokens the state, the digest and the names index take in the compacted message (reported per
     compaction: a state nobody would read is a cost, not a help)."""
-    return (("state", count(epoch.head_state) if epoch.head_state else 0), ("digest", count(digest_text(epoch))),
-            ("names", count(" ".join(epoch.names)) if epoch.names else 0))
+    shares = compacted_tokens(epoch, counter)[1]
+    return tuple((part, shares.get(part, 0)) for part in ("state", "digest", "names"))
 
 
 def digest_text(epoch: Epoch) -> str:
@@ -334,7 +351,7 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
             summary = compacted_message(epoch)
             if summary is not None:
                 prefix.messages.append(summary)
-                prefix.tokens += counter.message(summary, generated=True)
+                prefix.tokens += compacted_tokens(epoch, counter)[0]
                 prefix.refs = True
     prefix.upto = len(messages)
     return prefix
