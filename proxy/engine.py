@@ -231,6 +231,7 @@ class Engine:
         snapshot = state_snapshot(branch.state, goal, next_action(branch), new_epoch.summary, new_epoch.summary_check)
         self.store.add_checkpoint(branch.session_id, new_epoch.tip_hash, new_epoch.tip, new_epoch.reason, before,
                                   after, epoch_to_dict(new_epoch), snapshot)
+        self.sessions.save_fold(branch)
         branch.epoch = new_epoch
         return new_epoch, prefix, tail, tail_tokens
 

@@ -13,7 +13,7 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .config import IngestSettings
 from .logs import get_logger
@@ -156,14 +156,26 @@ class BranchCache:
 
 
 def common_prefix(left: Sequence[Message], right: Sequence[Message]) -> int:
-    """How many leading messages are equal (dict equality: C-level comparisons, no hashing)."""
+    """How many leading messages are equal. A path extended is checked in one C loop (dict equality); paths
+    that part are walked with the hashes of their texts first, so that a request compared with many cached
+    conversations reads each of its texts once (a str keeps its hash), not once per conversation: texts of one
+    length that part late (a megabyte each) would otherwise be compared whole, again and again."""
     count = min(len(left), len(right))
-    if left[:count] == right[:count]:  # the common case, in one C loop: a path extended
-        return count
+    if count and not _differs(left[count - 1], right[count - 1]) and left[:count] == right[:count]:
+        return count  # the common case: one path extends the other
     for index in range(count):
-        if left[index] != right[index]:
+        if left[index] is not right[index] and (_differs(left[index], right[index]) or left[index] != right[index]):
             return index
     return count
+
+
+def _differs(left: Message, right: Message) -> bool:
+    """Cheap and sure when True: the two messages' text contents hash differently. (Anything may come in as a
+    message here: it is checked once it is known to be new.)"""
+    if not isinstance(left, dict) or not isinstance(right, dict):
+        return False
+    a, b = left.get("content"), right.get("content")
+    return isinstance(a, str) and isinstance(b, str) and (len(a) != len(b) or hash(a) != hash(b))
 
 
 class Sessions:
@@ -249,6 +261,14 @@ class Sessions:
                 self.cache.drop(branch)  # half-settled state must not be used; the next request rebuilds it
                 raise
 
+    def save_fold(self, branch: Branch) -> None:
+        """Save the branch's task state as folded so far (at a compaction), for the next cold start of its path."""
+        with branch.lock:
+            covered = branch.settled
+            if covered:
+                self.store.save_fold(branch.session_id, branch.hashes[covered - 1], covered,
+                                     fold(branch.state, branch.fact_nodes, branch.hashes[:covered]))
+
     def settle_all(self) -> None:
         for branch in self.cache.all():
             self.settle(branch)
@@ -322,7 +342,7 @@ class Sessions:
             return 0
         parent = branch.hashes[known - 1] if known else branch.root
         new_hashes = chain(parent, messages[known:])
-        stored = self.store.find_nodes(new_hashes, fresh=False)
+        stored = self.store.find_nodes(new_hashes)
         if stored:
             # Known to the store but not to this cache (another branch evicted, or another worker): adopt them.
             count = max(i for i, digest in enumerate(new_hashes) if digest in stored) + 1
@@ -405,15 +425,46 @@ class Sessions:
 
 def path_state(store: Store, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[TaskState, dict[tuple[str, str], str]]:
     """The task state folded from the ledger along one path only (whose nodes lie in `sessions`), and the node of
-    each key's latest value."""
-    facts, actions = store.path_records(sessions, hashes)
-    state = TaskState()
-    fact_nodes: dict[tuple[str, str], str] = {}
+    each key's latest value. It starts from the fold saved at the latest compaction on the path, when there is
+    one: a cold start of a long session then reads the ledger of the messages after it only."""
+    saved = store.fold_on_path(sessions, hashes)
+    state, fact_nodes, covered = TaskState(), {}, 0
+    if saved is not None:
+        covered, data = saved
+        state, fact_nodes = unfold(data, hashes)
+    facts, actions = store.path_records(sessions, hashes[covered:])
     for node, fact in facts:
         state.apply_fact(fact)
         fact_nodes[(fact.kind, fact.key)] = node
     state.actions.extend(action for _, action in actions)
     return state, fact_nodes
+
+
+def fold(state: TaskState, fact_nodes: dict[tuple[str, str], str], hashes: Sequence[str]) -> Callable[[], object]:
+    """What path_state would fold from the ledger along `hashes`, as plain data made when called (by the store's
+    writer): facts in the state's order, and each key's node as its index on the path. Takes copies now, so the
+    branch may change meanwhile; the facts and actions themselves are immutable."""
+    facts, actions, version = list(state.facts.values()), list(state.actions), state.version
+    snapshots = [(root, turn, tuple(keys)) for root, (turn, keys) in state.snapshots.items()]
+    next_steps, nodes = tuple(state.next_steps), dict(fact_nodes)
+
+    def data() -> object:
+        index = {digest: position for position, digest in enumerate(hashes)}
+        return {"facts": [[f.kind, f.key, f.value, f.turn, f.evidence_ref, f.source] for f in facts],
+                "actions": [[a.turn, a.tool, a.arguments, a.outcome, a.gist, a.call_id, a.evidence_ref] for a in actions],
+                "snapshots": snapshots, "next_steps": next_steps, "version": version,
+                "nodes": [[kind, key, index[node]] for (kind, key), node in nodes.items()]}
+
+    return data
+
+
+def unfold(data: dict[str, Any], hashes: Sequence[str]) -> tuple[TaskState, dict[tuple[str, str], str]]:
+    """The state and key nodes `fold` saved, on the path it was saved along."""
+    state = TaskState(facts={(f[0], f[1]): Fact(*f) for f in data["facts"]},
+                      actions=[Action(*a) for a in data["actions"]], version=data["version"],
+                      snapshots={root: (turn, set(keys)) for root, turn, keys in data["snapshots"]},
+                      next_steps={(kind, key) for kind, key in data["next_steps"]})
+    return state, {(kind, key): hashes[position] for kind, key, position in data["nodes"]}
 
 
 def epoch_to_dict(epoch: Epoch) -> dict[str, object]:

@@ -24,7 +24,7 @@ from .logs import get_logger
 from .passages import has_cjk, query_words
 from .records import Action, Fact
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _IN_CHUNK = 500  # host parameters per IN (...) query
 _WRITE_BATCH = 256  # writes per commit at most: bounds how long one commit holds the file (not a tuning knob)
 T = TypeVar("T")
@@ -94,7 +94,15 @@ def _migrate_to_4(db: sqlite_utils.Database) -> None:
     db["messages"].create_index(["parent"], if_not_exists=True)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3, _migrate_to_4]
+def _migrate_to_5(db: sqlite_utils.Database) -> None:
+    """A session's task state as folded at its latest compaction, so that a cold start reads only what came
+    after it (see Store.save_fold)."""
+    db["folds"].create({"session_id": str, "node": str, "depth": int, "data": str}, pk="session_id",
+                       not_null={"node", "depth", "data"}, if_not_exists=True)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3, _migrate_to_4,
+                                                             _migrate_to_5]
 
 
 @dataclass(frozen=True)
@@ -164,6 +172,62 @@ class NewMessage:
     names: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Write:
+    """One queued write, with what it touches: the sessions whose rows it writes, and the message nodes it adds
+    as (hash, parent, row)."""
+
+    run: Callable[[], None]
+    sessions: tuple[str, ...] = ()
+    nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()
+
+
+class _Pending:
+    """The queued writes not yet committed, counted by session, and the message nodes among them. A request
+    waits only for its own conversation's writes, never behind another tenant's megabyte of evidence being
+    indexed, and finds queued nodes without waiting at all."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._sessions: dict[str, int] = {}
+        self._nodes: dict[str, tuple[str | None, NodeRow]] = {}
+
+    def add(self, write: _Write) -> None:
+        with self._changed:
+            for session in write.sessions:
+                self._sessions[session] = self._sessions.get(session, 0) + 1
+            for digest, parent, row in write.nodes:
+                self._nodes[digest] = (parent, row)
+
+    def done(self, writes: Sequence[_Write]) -> None:
+        """Committed, or failed for good: readers stop waiting for them either way."""
+        with self._changed:
+            for write in writes:
+                for session in write.sessions:
+                    left = self._sessions[session] - 1
+                    if left:
+                        self._sessions[session] = left
+                    else:
+                        del self._sessions[session]
+                for digest, _, _ in write.nodes:
+                    self._nodes.pop(digest, None)
+            self._changed.notify_all()
+
+    def wait(self, sessions: Iterable[str]) -> None:
+        wanted = tuple(sessions)
+        with self._changed:
+            self._changed.wait_for(lambda: not any(session in self._sessions for session in wanted))
+
+    def nodes(self, hashes: Iterable[str]) -> dict[str, NodeRow]:
+        with self._changed:
+            return {digest: self._nodes[digest][1] for digest in hashes if digest in self._nodes}
+
+    def has_child(self, parent: str, other_than: str) -> bool:
+        with self._changed:
+            return any(queued_parent == parent and digest != other_than
+                       for digest, (queued_parent, _) in self._nodes.items())
+
+
 class Store:
     """All reads and writes of the sidecar store. Writes of one request happen in one transaction."""
 
@@ -181,7 +245,8 @@ class Store:
         self._start_lock = threading.Lock()
         # Writes go through one background thread so requests never wait on SQLite. A crash can only lose
         # writes that the client's next request carries again (agents resend the whole history).
-        self._writes: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._writes: queue.Queue[_Write | None] = queue.Queue()
+        self._pending = _Pending()
         self._writer: threading.Thread | None = None
         # (on success, on failure) of the writes of the batch being committed; the writer thread's alone
         self._after_commit: list[tuple[Callable[[None], None], Callable[[BaseException], None]]] = []
@@ -212,17 +277,24 @@ class Store:
             self._read.close()
         self._write.close()
 
-    def flush(self) -> None:
-        """Wait until every queued write is in the database."""
-        if self._writer is not None:
+    def flush(self, sessions: Iterable[str] | None = None) -> None:
+        """Wait until every queued write is in the database, or only those of `sessions`."""
+        if self._writer is None:
+            return
+        if sessions is None:
             self._writes.join()
+        else:
+            self._pending.wait(sessions)
 
-    def _submit(self, write: Callable[[], None]) -> None:
+    def _submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (),
+                nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()) -> None:
         if self._writer is None:
             with self._start_lock:
                 if self._writer is None:
                     self._writer = threading.Thread(target=self._write_loop, name="workset-store-writer", daemon=True)
                     self._writer.start()
+        write = _Write(run, sessions, nodes)
+        self._pending.add(write)
         self._writes.put(write)
 
     def _write_loop(self) -> None:
@@ -235,9 +307,11 @@ class Store:
                     batch.append(self._writes.get_nowait())
                 except queue.Empty:
                     break
+            writes = [write for write in batch if write is not None]
             try:
-                self._commit([write for write in batch if write is not None])
+                self._commit([write.run for write in writes])
             finally:
+                self._pending.done(writes)
                 for _ in batch:
                     self._writes.task_done()
             if batch[-1] is None:
@@ -292,7 +366,7 @@ class Store:
                 (session_id, key_hash, explicit_id, now, now, model, policy, forked_from),
             )
 
-        self._submit(write)
+        self._submit(write, (session_id,))
 
     def session(self, session_id: str, key_hash: str) -> dict[str, Any] | None:
         self.flush()
@@ -312,11 +386,9 @@ class Store:
 
     # --- the conversation tree ------------------------------------------------------------------------------
 
-    def find_nodes(self, hashes: Sequence[str], fresh: bool = True) -> dict[str, NodeRow]:
-        """The stored nodes among `hashes`; fresh=False skips waiting for this process's queued writes."""
-        if fresh:
-            self.flush()
-        found: dict[str, NodeRow] = {}
+    def find_nodes(self, hashes: Sequence[str]) -> dict[str, NodeRow]:
+        """The stored nodes among `hashes`, queued ones included (the file's row wins where both are)."""
+        found = self._pending.nodes(hashes)  # first: a node committed meanwhile is then in the file
         for row in self._select_in(
                 "SELECT hash, session_id, depth, tokens, ref, tool, gist, outcome, names FROM messages WHERE hash IN ({})",
                 (), hashes):
@@ -324,7 +396,10 @@ class Store:
         return found
 
     def other_child(self, parent: str, child: str) -> bool:
-        """Whether `parent` has a stored child other than `child`: a conversation diverges from another there."""
+        """Whether `parent` has a stored or queued child other than `child`: a conversation diverges from another
+        there."""
+        if self._pending.has_child(parent, child):
+            return True
         with self._read_lock:
             return self._read.execute("SELECT 1 FROM messages WHERE parent = ? AND hash != ? LIMIT 1",
                                       (parent, child)).fetchone() is not None
@@ -336,7 +411,12 @@ class Store:
         lives as long as they do.
 
         facts are (node, fact, node of the fact it supersedes on this path): both stay, the older is marked."""
-        self._submit(lambda: self._record(scope.sessions, messages, facts, actions, model, policy, depth))
+        session_id = scope.sessions[-1]
+        nodes = tuple((item.hash, item.parent, NodeRow(item.hash, session_id, item.depth, item.tokens, item.ref, item.tool,
+                                                       item.gist, item.outcome, " ".join(item.names)))
+                      for item in messages)
+        self._submit(lambda: self._record(scope.sessions, messages, facts, actions, model, policy, depth),
+                     scope.sessions, nodes)
 
     def _record(self, sessions: tuple[str, ...], messages: Sequence[NewMessage],
                 facts: Sequence[tuple[str, Fact, str | None]], actions: Sequence[tuple[str, Action]], model: str,
@@ -384,7 +464,7 @@ class Store:
     def path_records(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[list[tuple[str, Fact]], list[tuple[str, Action]]]:
         """Facts and actions stored for the nodes of one path (whose nodes lie in `sessions`), with their nodes,
         in path order."""
-        self.flush()
+        self.flush(sessions)
         order = {digest: index for index, digest in enumerate(hashes)}
         facts: list[tuple[int, int, str, Fact]] = []
         actions: list[tuple[int, int, str, Action]] = []
@@ -415,11 +495,32 @@ class Store:
                 row,
             )
 
-        self._submit(write)
+        self._submit(write, (session_id,))
+
+    def save_fold(self, session_id: str, node: str, depth: int, data: Callable[[], object]) -> None:
+        """The session's folded task state through its node at `depth` (messages on the path): one per session,
+        replaced at each compaction. `data()` is encoded on the writer thread, off the request's path."""
+
+        def write() -> None:
+            self._write.execute("INSERT OR REPLACE INTO folds (session_id, node, depth, data) VALUES (?, ?, ?, ?)",
+                                (session_id, node, depth, encode_json(data()).decode()))
+
+        self._submit(write, (session_id,))
+
+    def fold_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[int, Any] | None:
+        """The deepest saved fold of these sessions whose node lies on this path: (its depth, its data)."""
+        self.flush(sessions)
+        with self._read_lock:
+            rows = self._read.execute(f"SELECT depth, node, data FROM folds WHERE session_id IN ({_marks(len(sessions))})"
+                                      " ORDER BY depth DESC", tuple(sessions)).fetchall()
+        for depth, node, data in rows:
+            if 0 < depth <= len(hashes) and hashes[depth - 1] == node:
+                return depth, orjson.loads(data)
+        return None
 
     def latest_checkpoint_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> dict[str, Any] | None:
         """The deepest compaction whose tip lies on this path (whose nodes lie in `sessions`)."""
-        self.flush()
+        self.flush(sessions)
         best: tuple[int, int, str] | None = None
         lineage = _marks(len(sessions))
         for row in self._select_in(f"SELECT depth, id, epoch FROM checkpoints WHERE session_id IN ({lineage})"
@@ -446,7 +547,7 @@ class Store:
 
     def evidence(self, scope: Scope, ref: str) -> dict[str, Any] | None:
         """The content stored under `ref` within the scope (refs are unique within a session)."""
-        self.flush()
+        self.flush(scope.sessions)
         with self._read_lock:
             cursor = self._read.execute(
                 "SELECT ref, node, role, tool, content, tokens, session_id FROM evidence WHERE session_id IN ({}) AND"
@@ -464,7 +565,7 @@ class Store:
         Branches forking below the message are all walked, newest first (a retried call's latest result is the
         one that counts); each step is a lookup by parent, never a scan of the session. None when the node is not an
         assistant message of the scope."""
-        self.flush()
+        self.flush(scope.sessions)
         with self._read_lock:
             row = self._read.execute(
                 "SELECT depth, role, body, session_id FROM messages WHERE hash = ?", (node,)
@@ -497,7 +598,7 @@ class Store:
         The full-text index splits words at spaces, so a CJK word inside a run of CJK text is not one of its
         words: such words are also looked for as substrings, in this session's content only."""
         if fresh:
-            self.flush()
+            self.flush(scope.sessions)
         words = query_words(query.replace('"', " "))
         if not words:
             return []
@@ -615,7 +716,7 @@ class Store:
             (cutoff, cutoff))]
         for chunk in _chunks(ids):
             marks = _marks(len(chunk))
-            for table in ("messages", "facts", "actions", "evidence", "checkpoints"):
+            for table in ("messages", "facts", "actions", "evidence", "checkpoints", "folds"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", chunk)
             conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk)
         return ids

@@ -15,6 +15,7 @@ from properties import PathState, violations
 from proxy.config import Config
 from proxy.engine import Engine
 from proxy.policy import BudgetRules, Policy, StateRules, ToolOutputRules
+from proxy.session import path_state
 from proxy.store import Store
 from proxy.tokens import TokenCounter
 from proxy.workingset import STATE_PREFIX
@@ -125,3 +126,50 @@ def test_prefix_is_byte_identical_between_compactions(conversation, policy, tmp_
 
 def _is_state(message: dict[str, Any]) -> bool:
     return message.get("role") == "user" and str(message.get("content", "")).startswith(STATE_PREFIX)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversation=conversations(), policy=policies, data=st.data())
+def test_a_restart_forwards_what_the_running_process_would(conversation, policy, data, tmp_path_factory) -> None:
+    """The state a restarted process folds from the store (from the fold saved at the last compaction, then the
+    ledger after it) is the state the running process held: every later request is forwarded byte for byte alike."""
+    messages, calls_at = conversation
+    running = replay(policy, messages, calls_at, tmp_path_factory.mktemp("running"))
+    restart_at = data.draw(st.integers(1, len(calls_at)), label="restart before call")
+    folder = tmp_path_factory.mktemp("restarted")
+    before = replay(policy, messages, calls_at[:restart_at], folder)  # its store closed: a stopped process
+    after = replay(policy, messages, calls_at[restart_at:], folder) if restart_at < len(calls_at) else []
+    assert before + after == running
+
+
+def test_the_fold_saved_at_a_compaction_is_the_state_the_ledger_folds_to(tmp_path: Path) -> None:
+    policy = replace(Policy(name="fold"), recent_turns=2, budget=BudgetRules(max_input_tokens=1500))
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."},
+                                      {"role": "user", "content": "Reconcile the orders. Never refund above $500."}]
+    calls_at = []
+    for step in range(12):
+        messages.append({"role": "assistant", "content": f"Plan:\n- [x] read order {step}\n- [ ] refund order {step}",
+                         "tool_calls": [{"id": f"call_{step}", "type": "function", "function": {
+                             "name": "get_order", "arguments": json.dumps({"order_id": f"#W{step % 4}"})}}]})
+        fields = "\n".join(f"{name}: {name}_{step}_{n}" for n, name in enumerate(["status", "total", "item", "owner"]))
+        messages.append({"role": "tool", "tool_call_id": f"call_{step}",
+                         "content": f'{{"order_id": "#W{step % 4}", "amount": {100 + step}}}\n{fields}\n' + "log " * 150})
+        calls_at.append(len(messages))
+    store = Store(tmp_path / "store.db")
+    engine = Engine(Config(), {policy.name: policy}, store, COUNTER)
+    for end in calls_at:
+        prepared = engine.prepare({"model": "m", "messages": orjson.loads(orjson.dumps(messages[:end]))}, "caller",
+                                  policy_name=policy.name)
+        engine.settle(prepared)
+    branch = prepared.branch
+    sessions, hashes = branch.scope().sessions, list(branch.hashes)
+    assert store.fold_on_path(sessions, hashes) is not None, "the conversation compacted"
+    from_fold = path_state(store, sessions, hashes)
+    store.flush()
+    store._write.execute("DELETE FROM folds")
+    from_ledger = path_state(store, sessions, hashes)
+    for state, nodes in (from_fold, from_ledger):
+        assert list(state.facts.items()) == list(branch.state.facts.items())
+        assert state.actions == branch.state.actions and state.snapshots == branch.state.snapshots
+        assert state.next_steps == branch.state.next_steps and nodes == branch.fact_nodes
+    store.close()

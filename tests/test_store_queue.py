@@ -1,0 +1,69 @@
+"""Writes queue behind one writer thread; a conversation's reads wait for its own queued writes only, never behind
+another conversation's (a tenant's megabyte of evidence being indexed), and queued nodes are found at once."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from proxy.records import Fact
+from proxy.store import NewMessage, Scope, Store
+
+WAIT_S = 30  # bounds a hang; never reached when the store behaves
+
+
+def message(node: str, parent: str | None = None) -> NewMessage:
+    return NewMessage(node, parent, 0 if parent is None else 1, {"role": "tool", "content": node}, 5, "r" + node,
+                      "t", "", "ok", node)
+
+
+def in_thread(work: object) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(work()), daemon=True)  # type: ignore[operator]
+    thread.start()
+    return thread, out
+
+
+def test_reads_wait_for_their_own_sessions_writes_only(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store.db")
+    gate = threading.Event()
+    try:
+        store.create_session("A", "key", None, "m", "p")
+        store.create_session("B", "key", None, "m", "p")
+        store.flush()
+        # A's write holds the writer (as indexing a huge evidence would); B's write queues behind it
+        store._submit(lambda: gate.wait(WAIT_S), ("A",))
+        store.record(Scope.whole("B"), [message("b1")], [("b1", Fact("field", "status", "paid", 0, "rb1"), None)], [],
+                     "m", "p", 1)
+        # another conversation's reads go on: nothing of theirs is queued
+        other, found = in_thread(lambda: store.path_records(("C",), ["c1"]))
+        other.join(WAIT_S)
+        assert not other.is_alive() and found == [([], [])]
+        # a queued node is found at once, and so is a queued child of its parent
+        assert set(store.find_nodes(["b1", "zz"])) == {"b1"}
+        assert store.find_nodes(["b1"])["b1"].session_id == "B"
+        # B's own read waits until its write is in the file, then sees it
+        mine, records = in_thread(lambda: store.path_records(("B",), ["b1"]))
+        mine.join(0.2)
+        assert mine.is_alive(), "B's read did not wait for B's queued write"
+        gate.set()
+        mine.join(WAIT_S)
+        assert records and [fact.value for _, fact in records[0][0]] == ["paid"]  # type: ignore[index]
+    finally:
+        gate.set()
+        store.close()
+
+
+def test_a_queued_child_counts_as_a_fork(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store.db")
+    gate = threading.Event()
+    try:
+        store.create_session("A", "key", None, "m", "p")
+        store.record(Scope.whole("A"), [message("root")], [], [], "m", "p", 1)
+        store.flush()
+        store._submit(lambda: gate.wait(WAIT_S), ("A",))
+        store.record(Scope.whole("A"), [message("left", "root")], [], [], "m", "p", 2)
+        assert store.other_child("root", "right") and not store.other_child("root", "left")
+    finally:
+        gate.set()
+        store.close()
