@@ -51,6 +51,10 @@ class ServerSettings:
         8, "threads that run workset's own work (ingest, extraction, compaction, store reads) off the event loop, "
            "so a large message never stalls other requests", min=1, max=256,
     )
+    gc_young_threshold: int = setting(
+        50000, "allocations between the interpreter's collections of young objects (Python's default, 700, makes "
+               "it scan a large heap of sessions so often that requests stall for tens of milliseconds)", min=700,
+    )
 
 
 @dataclass(frozen=True)
