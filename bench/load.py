@@ -634,7 +634,7 @@ class KillResult:
         out += [f"kill {n + 1}: integrity_check {k.integrity!r}" for n, k in enumerate(self.kills) if k.integrity != "ok"]
         out += [f"kill {n + 1}: {self.sessions - k.continued} of {self.sessions} sessions did not continue"
                 for n, k in enumerate(self.kills) if k.continued != self.sessions]
-        if self.history_kept != self.sessions:
+        if self.kills and self.history_kept != self.sessions:  # without a kill there is no history to check
             out.append(f"kill: {self.sessions - self.history_kept} sessions lost their history")
         out += [f"kill: foreign marker {hit['markers']} reached {hit['to']} via {hit['via']}" for hit in self.foreign[:5]]
         return out
