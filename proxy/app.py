@@ -22,6 +22,7 @@ from . import recall
 from .auth import caller_key as _caller_key
 from .config import Config
 from .engine import Engine, Prepared, UnknownPolicy
+from .extractors import InlineExtractor, ProcessExtractor
 from .errors import WorksetError, error_body, json_response
 from .hashing import key_hash
 from .inspect import inspection_routes
@@ -68,7 +69,10 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
     configure(config.logging.level)
     counter = TokenCounter(config.tokens.encoding, exact_chars=config.tokens.exact_chars)
     store = Store(store_path)
-    engine = Engine(config, policies, store, counter, context_window)
+    # forked first, while this process has one thread
+    extractor = ProcessExtractor(config.ingest.extract_processes, config.ingest.extract_nice) \
+        if config.ingest.extract_processes else InlineExtractor()
+    engine = Engine(config, policies, store, counter, context_window, extractor)
     upstream = Upstream(config.upstream)
     workers = ThreadPoolExecutor(config.server.worker_threads, thread_name_prefix="workset-worker")
     workset = Workset(config, engine, upstream, store, workers)
@@ -87,6 +91,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
             await upstream.close()
             workers.shutdown(wait=True)
             engine.sessions.settle_all()
+            extractor.close()
             store.close()
 
     async def chat_completions(request: Request) -> Response:
@@ -131,8 +136,8 @@ async def _chat(workset: Workset, request: Request) -> Response:
         raw = await _read_body(request, config.server.max_body_bytes)
         caller_key = _caller_key(request)
         waited = time.perf_counter()
-        (target, explicit, prepared), own_ms = await workset.run(_cpu_timed, _admit, workset, raw, request.headers,
-                                                                 caller_key, fields)
+        (target, explicit, prepared), own_ms = await workset.run(_cpu_timed, workset, _admit, workset, raw,
+                                                                 request.headers, caller_key, fields)
         # what the request waited for (a free worker, the interpreter, its conversation's branch) under load
         fields["queued_ms"] = round(max(0.0, (time.perf_counter() - waited) * 1000 - own_ms), 3)
         fields.update(session=prepared.session_id, policy=prepared.policy, tokens_original=prepared.tokens_original,
@@ -248,7 +253,7 @@ async def _start_summary(workset: Workset, prepared: Prepared, caller_key: str |
     """Precompute the next compaction's summary in the background, if the policy wants one now; the milliseconds
     spent deciding (the summary itself is the summariser model's time, not workset's)."""
     try:
-        job, spent = await workset.run(_cpu_timed, workset.engine.summary_job, prepared)
+        job, spent = await workset.run(_cpu_timed, workset, workset.engine.summary_job, prepared)
     except Exception as error:  # a summary is an optimisation: never fail the request for it
         get_logger().error("summary_job_failed", error=f"{error.__class__.__name__}: {error}")
         return 0.0
@@ -289,19 +294,21 @@ async def _after_sending(workset: Workset, prepared: Prepared, caller_key: str |
     """Settle the request's new messages on a worker, then start a background summary if one is due; the
     milliseconds of workset's own work this took."""
     try:
-        _, spent = await workset.run(_cpu_timed, workset.engine.settle, prepared)
+        _, spent = await workset.run(_cpu_timed, workset, workset.engine.settle, prepared)
     except Exception as error:  # the request already went out; a failed ingest is logged, never raised
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
         return 0.0
     return round(spent + await _start_summary(workset, prepared, caller_key), 3)
 
 
-def _cpu_timed(work: Callable[..., T], *args: Any) -> tuple[T, float]:
-    """`work(*args)` and the milliseconds of CPU it took on its thread: workset's own work, not the time it waited
-    for the interpreter while other requests' work ran (that shows in queued_ms and the latency)."""
-    started = time.thread_time()
+def _cpu_timed(workset: Workset, work: Callable[..., T], *args: Any) -> tuple[T, float]:
+    """`work(*args)` and the milliseconds of CPU it took, on its thread and in the extraction processes: workset's
+    own work, not the time it waited for the interpreter while other requests' work ran (that shows in queued_ms
+    and the latency)."""
+    offloaded = workset.engine.sessions.extractor.offloaded_ms
+    started, elsewhere = time.thread_time(), offloaded()
     result = work(*args)
-    return result, (time.thread_time() - started) * 1000
+    return result, (time.thread_time() - started) * 1000 + offloaded() - elsewhere
 
 
 async def _logged_stream(stream: Stream, log: Any, fields: dict[str, Any], started: float) -> AsyncIterator[bytes]:

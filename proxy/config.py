@@ -102,6 +102,12 @@ class IngestSettings:
         50.0, "after this many milliseconds on one message, extraction skips its remaining stages (logged as "
               "skipped); the cheap, valuable ones run first", min=0.0,
     )
+    extract_processes: int = setting(
+        1, "processes that extract what requests sent, at a lower priority than the server (0: on its worker "
+           "threads): extraction then never holds up another request, and takes only the CPU the machine spares",
+        min=0, max=64,
+    )
+    extract_nice: int = setting(10, "how much lower the extraction processes' priority is (Unix nice steps)", min=0, max=19)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from .config import Config
 from .extract.actions import verification
 from .extract.approvals import approval_subject
 from .extract.text import flat
+from .extractors import Extractor
 from .ingest import context_for
 from .messages import is_tool_result, message_text, tool_calls
 from .recall import RECALL_DEFINITION, offer_tool
@@ -66,13 +67,14 @@ class Prepared:
 
 class Engine:
     def __init__(self, config: Config, policies: dict[str, Policy], store: Store, counter: TokenCounter,
-                 context_window: Callable[[str], int | None] = lambda model: None) -> None:
+                 context_window: Callable[[str], int | None] = lambda model: None,
+                 extractor: Extractor | None = None) -> None:
         self.config = config
         self.policies = policies
         self.store = store
         self.counter = counter
         self.excerpt = Excerpter(counter)
-        self.sessions = Sessions(store, counter, config.cache.max_sessions, ingest=config.ingest)
+        self.sessions = Sessions(store, counter, config.cache.max_sessions, ingest=config.ingest, extractor=extractor)
         self._context_window = context_window
         self._budgets: dict[tuple[str, str], int] = {}
         self.recall_tokens = counter.tools([RECALL_DEFINITION])

@@ -78,9 +78,15 @@ def extract_at(messages: Sequence[Message], index: int, ref: str, first_user: in
     request path passes config ingest.extract_ms; the default, no cap, keeps evaluations and tests the same on a
     busy machine (a time cap makes what is extracted depend on the machine's load). The evidence is the whole
     message."""
+    return extract_message(messages[index], context_for(messages, index, ref, first_user, observed), observed,
+                           max_chars, deadline_ms)
+
+
+def extract_message(message: Message, context: MessageContext, observed: bool = False,
+                    max_chars: int = EXTRACT_CHARS, deadline_ms: float | None = None) -> Extracted:
+    """extract_at for a message whose context is known: plain data in and out, so it may run in another
+    process (see proxy.extractors)."""
     stages = Stages.within(deadline_ms)
-    message = messages[index]
-    context = context_for(messages, index, ref, first_user, observed)
     if observed:
         message = {"role": "tool", "content": message.get("content")}
     extraction = extract(message, context, max_chars, stages)
@@ -96,6 +102,14 @@ def extract_at(messages: Sequence[Message], index: int, ref: str, first_user: in
 
 def _tool_name(message: Message, context: MessageContext) -> str:
     return context.call.name if context.call else str(message.get("name") or "tool")
+
+
+def evidence_of(message: Message, observed: bool = False) -> str | None:
+    """What extract_message stores as the message's evidence, made on its own (a megabyte need not travel back
+    from an extraction process)."""
+    if observed:
+        message = {"role": "tool", "content": message.get("content")}
+    return _evidence_text(message, message_text(message))
 
 
 def _evidence_text(message: Message, text: str) -> str | None:

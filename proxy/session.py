@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 from .config import IngestSettings
 from .logs import get_logger
 from .hashing import chain, ref_of, root_hash, session_id_for
-from .ingest import extract_at, tool_outcome
+from .extractors import Extractor, InlineExtractor, Job
+from .ingest import context_for, tool_outcome
 from .messages import PINNED_ROLES, is_tool_result
 from .observations import NO_OBSERVATIONS, ObservationMatcher
 from .records import Action, Fact, Message
@@ -191,10 +192,11 @@ class Sessions:
     So the conversations of one key (one tree) are built side by side."""
 
     def __init__(self, store: Store, counter: TokenCounter, max_branches: int = 512, lock_stripes: int = 64,
-                 ingest: IngestSettings = IngestSettings()) -> None:
+                 ingest: IngestSettings = IngestSettings(), extractor: Extractor | None = None) -> None:
         self.store = store
         self.counter = counter
         self.ingest = ingest  # how much of each message extraction reads, and for how long
+        self.extractor: Extractor = extractor or InlineExtractor()
         self.cache = BranchCache(max_branches)
         # A fixed set of locks, a tree hashed to one: bounded memory; two trees sharing a stripe only wait in turn.
         self._stripes = [threading.RLock() for _ in range(lock_stripes)]
@@ -400,10 +402,13 @@ class Sessions:
         records: list[NewMessage] = []
         facts: list[tuple[str, Fact, str | None]] = []
         actions: list[tuple[str, Action]] = []
-        for index in range(branch.settled, len(messages)):
+        indices = range(branch.settled, len(messages))
+        items = self.extractor([Job(messages[index], context_for(messages, index, branch.refs[index], task,
+                                                                 branch.observed[index]),
+                                    branch.observed[index], self.ingest.extract_chars, self.ingest.extract_ms)
+                                for index in indices])
+        for index, item in zip(indices, items):
             digest, ref = branch.hashes[index], branch.refs[index]
-            item = extract_at(messages, index, ref, task, branch.observed[index], self.ingest.extract_chars,
-                              self.ingest.extract_ms)
             if item.skipped:  # never blocks: the message is stored and recallable, only these readings are missing
                 get_logger().warning("extract_skipped", session=branch.session_id, message=index, ref=ref,
                                      stages=list(item.skipped), cap_ms=self.ingest.extract_ms)

@@ -1,0 +1,123 @@
+"""Where extraction runs: on the calling thread, or in a pool of processes of lower priority.
+
+Extraction is most of the CPU a request costs after it is sent. In the server's own process it holds the
+interpreter lock, so every other request waits its turn behind it; in a process of its own, at a lower priority,
+it takes only what the machine has to spare, and a tenant's megabyte of hostile text is read there. Inputs and
+results are plain data (ingest.extract_message); a pool that fails is replaced, and the batch extracted here.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, replace
+from typing import Protocol, Sequence
+
+from .ingest import Extracted, evidence_of, extract_message
+from .logs import get_logger
+from .records import Message, MessageContext
+
+
+@dataclass(frozen=True)
+class Job:
+    """One message to extract, with what extraction may know of the messages before it."""
+
+    message: Message
+    context: MessageContext
+    observed: bool
+    max_chars: int
+    deadline_ms: float | None
+
+
+class Extractor(Protocol):
+    def __call__(self, jobs: Sequence[Job]) -> list[Extracted]: ...
+
+    def offloaded_ms(self) -> float:
+        """CPU milliseconds this thread's calls have had done in other processes so far (for x-workset-ms)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def extract_jobs(jobs: Sequence[Job]) -> list[Extracted]:
+    return [extract_message(job.message, job.context, job.observed, job.max_chars, job.deadline_ms) for job in jobs]
+
+
+class InlineExtractor:
+    """On the calling thread (tests, the eval, `ingest.extract_processes: 0`)."""
+
+    def __call__(self, jobs: Sequence[Job]) -> list[Extracted]:
+        return extract_jobs(jobs)
+
+    def offloaded_ms(self) -> float:
+        return 0.0
+
+    def close(self) -> None:
+        pass
+
+
+class ProcessExtractor:
+    """A pool of `processes` extraction processes at `nice` steps below the server's priority. Started at once,
+    forked before the server starts any thread (a fork copies a process with one thread safely); a pool that
+    breaks is replaced by spawned processes."""
+
+    def __init__(self, processes: int, nice: int) -> None:
+        self._processes, self._nice = processes, nice
+        self._lock = threading.Lock()
+        self._local = threading.local()  # the CPU ms each thread's calls had done elsewhere
+        self._pool: ProcessPoolExecutor | None = self._start()
+
+    def _start(self, method: str = "fork") -> ProcessPoolExecutor:
+        pool = ProcessPoolExecutor(self._processes, mp_context=multiprocessing.get_context(method),
+                                   initializer=_lower_priority, initargs=(self._nice,))
+        pool.submit(int).result()  # starts them all now (with fork, 3.11 starts every worker at the first call)
+        return pool
+
+    def __call__(self, jobs: Sequence[Job]) -> list[Extracted]:
+        if not jobs:
+            return []
+        pool = self._pool
+        if pool is None:
+            return extract_jobs(jobs)
+        try:
+            results, cpu_ms = pool.submit(_extract_elsewhere, list(jobs)).result()
+        except BrokenProcessPool as error:  # a process died (killed, out of memory): extract here, replace the pool
+            get_logger().error("extract_pool_failed", error=f"{error.__class__.__name__}: {error}")
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = self._replacement()
+            return extract_jobs(jobs)
+        self._local.ms = self.offloaded_ms() + cpu_ms
+        return [replace(result, evidence=evidence_of(job.message, job.observed)) for job, result in zip(jobs, results)]
+
+    def _replacement(self) -> ProcessPoolExecutor | None:
+        """Spawned processes (threads run now: a fork could copy a lock some thread holds), or None: from then
+        on extraction runs on the calling threads."""
+        try:
+            return self._start("spawn")
+        except Exception as error:
+            get_logger().error("extract_pool_failed", error=f"{error.__class__.__name__}: {error}",
+                               fallback="extraction on the worker threads")
+            return None
+
+    def offloaded_ms(self) -> float:
+        return float(getattr(self._local, "ms", 0.0))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _lower_priority(nice: int) -> None:
+    os.nice(nice)
+
+
+def _extract_elsewhere(jobs: Sequence[Job]) -> tuple[list[Extracted], float]:
+    """In an extraction process: the results without their evidence (the caller has the text), and the CPU ms."""
+    started = time.process_time()
+    results = [replace(result, evidence=None) for result in extract_jobs(jobs)]
+    return results, (time.process_time() - started) * 1000

@@ -1,0 +1,51 @@
+"""Extraction in a pool of lower-priority processes gives what extraction on the calling thread gives, counts its
+CPU for x-workset-ms, and survives its processes being killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from proxy.extractors import InlineExtractor, Job, ProcessExtractor
+from proxy.ingest import context_for
+
+MESSAGES = [
+    {"role": "system", "content": "You are a support agent."},
+    {"role": "user", "content": "Refund order #W2378156. Never refund above $500. 不要修改地址。"},
+    {"role": "assistant", "content": "Checking the order.", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "#W2378156"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": '{"order_id": "#W2378156", "status": "delivered", "total": 412.5}'},
+    {"role": "assistant", "content": "Decision: refund the full $412.50. Next: confirm with the user."},
+    {"role": "user", "content": "<returncode>1</returncode>\nTraceback (most recent call last):\nValueError: boom"},
+]
+
+
+def jobs() -> list[Job]:
+    return [Job(MESSAGES[i], context_for(MESSAGES, i, f"r{i}", 1, observed=i == 5), i == 5, 32768, None)
+            for i in range(1, len(MESSAGES))]
+
+
+def test_a_pool_extracts_what_the_calling_thread_would_and_counts_its_cpu() -> None:
+    pool = ProcessExtractor(1, 10)
+    try:
+        before = pool.offloaded_ms()
+        assert pool(jobs()) == InlineExtractor()(jobs())
+        assert pool.offloaded_ms() > before  # its CPU shows in x-workset-ms
+        assert pool([]) == []
+    finally:
+        pool.close()
+
+
+def test_a_killed_pool_is_replaced_and_nothing_is_lost() -> None:
+    pool = ProcessExtractor(1, 10)
+    try:
+        assert pool._pool is not None
+        for process in list(pool._pool._processes.values()):  # as the OOM killer or an operator would
+            os.kill(process.pid, signal.SIGKILL)
+            process.join(30)
+        expected = InlineExtractor()(jobs())
+        assert pool(jobs()) == expected  # extracted on the calling thread meanwhile
+        assert pool(jobs()) == expected  # and by the new pool after
+        assert pool._pool is not None
+    finally:
+        pool.close()
