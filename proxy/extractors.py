@@ -113,7 +113,20 @@ class ProcessExtractor:
 
 
 def _lower_priority(nice: int) -> None:
+    """In each extraction process: lower its priority, and end it when the server ends. A server killed with -9
+    closes no pipe its siblings still hold open, so the process watches for its parent to change."""
     os.nice(nice)
+    parent = os.getppid()
+    threading.Thread(target=_exit_with, args=(parent,), name="workset-extract-watch", daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
+
+
+PARENT_CHECK_S = 1.0  # how soon an extraction process notices the server is gone
 
 
 def _extract_elsewhere(jobs: Sequence[Job]) -> tuple[list[Extracted], float]:

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from proxy.extractors import InlineExtractor, Job, ProcessExtractor
 from proxy.ingest import context_for
@@ -49,3 +53,32 @@ def test_a_killed_pool_is_replaced_and_nothing_is_lost() -> None:
         assert pool._pool is not None
     finally:
         pool.close()
+
+
+def test_extraction_processes_end_with_a_server_killed_with_sigkill(tmp_path: Path) -> None:
+    """No orphans: a server killed with -9 leaves no extraction process behind."""
+    script = tmp_path / "server.py"
+    script.write_text("import time\nfrom proxy.extractors import ProcessExtractor\n"
+                      "pool = ProcessExtractor(2, 10)\n"
+                      "print(' '.join(str(p.pid) for p in pool._pool._processes.values()), flush=True)\n"
+                      "time.sleep(600)\n")
+    server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              cwd=str(Path(__file__).resolve().parent.parent))
+    try:
+        children = [int(pid) for pid in server.stdout.readline().split()]  # type: ignore[union-attr]
+        assert len(children) == 2
+    finally:
+        server.kill()
+        server.wait(30)
+    deadline = time.monotonic() + 30  # bounds a hang; they go within about a second
+    while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in children)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended, its parent gone
+    except FileNotFoundError:
+        return False
