@@ -73,7 +73,7 @@ class ProcessExtractor:
 
     def _start(self, method: str = "fork") -> ProcessPoolExecutor:
         pool = ProcessPoolExecutor(self._processes, mp_context=multiprocessing.get_context(method),
-                                   initializer=_lower_priority, initargs=(self._nice,))
+                                   initializer=_lower_priority, initargs=(self._nice, os.getpid()))
         pool.submit(int).result()  # starts them all now (with fork, 3.11 starts every worker at the first call)
         return pool
 
@@ -90,6 +90,9 @@ class ProcessExtractor:
             with self._lock:
                 if self._pool is pool:
                     self._pool = self._replacement()
+            return extract_jobs(jobs)
+        except Exception as error:  # what cannot travel (JSON nested past the pickle's recursion limit): here
+            get_logger().warning("extract_here", reason=f"{error.__class__.__name__}: {error}"[:200])
             return extract_jobs(jobs)
         self._local.ms = self.offloaded_ms() + cpu_ms
         return [replace(result, evidence=evidence_of(job.message, job.observed)) for job, result in zip(jobs, results)]
@@ -112,11 +115,11 @@ class ProcessExtractor:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _lower_priority(nice: int) -> None:
-    """In each extraction process: lower its priority, and end it when the server ends. A server killed with -9
-    closes no pipe its siblings still hold open, so the process watches for its parent to change."""
+def _lower_priority(nice: int, parent: int) -> None:
+    """In each extraction process: lower its priority, and end it when the server (`parent`) ends. A server killed
+    with -9 closes no pipe its siblings still hold open, so the process watches for its parent to change (it may
+    have changed already, if the server died while this process started)."""
     os.nice(nice)
-    parent = os.getppid()
     threading.Thread(target=_exit_with, args=(parent,), name="workset-extract-watch", daemon=True).start()
 
 

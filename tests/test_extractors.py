@@ -82,3 +82,16 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended, its parent gone
     except FileNotFoundError:
         return False
+
+
+def test_a_message_too_deep_to_send_to_a_process_is_extracted_here() -> None:
+    deep: object = "leaf"
+    for _ in range(5000):  # a client may nest this deep; pickling it exceeds the recursion limit
+        deep = [deep]
+    message = {"role": "user", "content": [{"type": "text", "text": "Never touch prod."}], "extra": deep}
+    job = Job(message, context_for([message], 0, "r0", 0), False, 32768, None)
+    pool = ProcessExtractor(1, 10)
+    try:
+        assert pool([job]) == InlineExtractor()([job])
+    finally:
+        pool.close()

@@ -26,6 +26,7 @@ def test_a_thousand_odd_requests_find_no_failure(tmp_path: Path) -> None:
     summary = run(Options(requests=1200, seed=SEED, max_body_bytes=MAX_BODY), tmp_path)
     assert summary.sent == 1200
     assert summary.ok(), summary.render()
+    assert not summary.fail_open, summary.render()  # forwarded as sent, but each one is a workset bug
     assert summary.forwarded >= 500 and summary.compared >= 300, summary.render()  # valid ones went through
     assert summary.statuses[400] >= 200 and summary.statuses[413] >= 1, summary.render()  # invalid ones refused
     assert len(summary.kinds) >= 17 and summary.via["openai SDK"] >= 50, summary.render()
