@@ -140,6 +140,8 @@ def main() -> None:
                              "workset and the provider see bodies of the same size)")
     parser.add_argument("--log", help="write the proxy's request log (JSON lines) to this file")
     parser.add_argument("--model", default="gpt-4.1", help="model name sent upstream")
+    parser.add_argument("--extract-processes", type=int,
+                        help="ingest.extract_processes of the served workset (default: config's; 0: on its threads)")
     args = parser.parse_args()
     messages, tools = long_history(320)
     folder = Path(tempfile.mkdtemp(prefix="workset-bench-"))
@@ -152,6 +154,8 @@ def main() -> None:
         "store": {"path": str(folder / "bench.db")},
         "logging": {"level": "info" if args.log else "warning"},
     }
+    if args.extract_processes is not None:
+        config["ingest"] = {"extract_processes": args.extract_processes}
     if args.policy == "bench":
         default = yaml.safe_load((ROOT / "policies" / "default.yaml").read_text())
         default.update(name="bench", description="default, with a budget no bench run reaches")
