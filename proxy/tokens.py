@@ -79,6 +79,7 @@ class TokenCounter:
         self._cache_size = cache_size
         self._tools_cache: dict[bytes, int] = {}
         self._heading_split: bool | None = None
+        self._estimates: dict[str, int] = {}  # of long texts: a str keeps its hash, so a hit costs no reading
 
     def text(self, text: str) -> int:
         if not text:
@@ -88,7 +89,17 @@ class TokenCounter:
         return len(self.encode(text))
 
     def estimate(self, text: str) -> int:
-        """The tokens of a long text, estimated from evenly spaced samples (see the class)."""
+        """The tokens of a long text, estimated from evenly spaced samples (see the class). The last few are
+        remembered: a long message is counted when it arrives, then again when it is excerpted."""
+        known = self._estimates.get(text)
+        if known is not None:
+            return known
+        if len(self._estimates) >= ESTIMATES_KEPT:
+            self._estimates.clear()
+        count = self._estimates[text] = self._sampled(text)
+        return count
+
+    def _sampled(self, text: str) -> int:
         size = max(1, self.exact_chars // ESTIMATE_SAMPLES)
         last = len(text) - size
         rates = [len(self.encode(text[start:start + size])) / size
@@ -253,6 +264,7 @@ def _render_type(prop: Any, indent: int, depth: int = 0) -> str:
 
 
 ESTIMATE_SAMPLES = 64  # samples a long text's count is estimated from (see TokenCounter)
+ESTIMATES_KEPT = 8  # long texts whose estimate is remembered: references, held until 8 more came (memory)
 ESTIMATE_MARGIN = 2.0  # standard errors of the sampled rate added to it: on the traces, never below the count
 PIECE_CHARS = 4096  # a longer text is encoded in pieces of about this size (see TokenCounter.encode)
 SPACE_PIECE = 128  # a run of spaces at least this long is encoded in pieces of this size (longer ones cost 10x)

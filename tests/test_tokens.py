@@ -26,3 +26,12 @@ def test_sections_after_a_heading_add_up_to_the_whole(first: str, rest: list[str
 def test_sections_without_headings_are_counted_whole(texts: list[str]) -> None:
     counter = COUNTERS["o200k_base"]
     assert sum(counter.sections(texts)) == counter.text(SECTION_BREAK.join(texts))
+
+
+def test_a_long_text_is_estimated_once_however_often_it_is_counted() -> None:
+    counter = TokenCounter(exact_chars=4096)
+    sampled: list[str] = []
+    counter._sampled = lambda text: sampled.append(text) or len(text) // 4  # type: ignore[method-assign]
+    text = "word " * 10_000
+    assert counter.text(text) == counter.text(text) == 12_500
+    assert len(sampled) == 1  # counted on arrival, then again when excerpted: read once
