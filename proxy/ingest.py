@@ -87,8 +87,7 @@ def extract_message(message: Message, context: MessageContext, observed: bool = 
     """extract_at for a message whose context is known: plain data in and out, so it may run in another
     process (see proxy.extractors)."""
     stages = Stages.within(deadline_ms)
-    if observed:
-        message = {"role": "tool", "content": message.get("content")}
+    message = _as_read(message, observed)
     extraction = extract(message, context, max_chars, stages)
     text = message_text(message)
     tool = gist = outcome = ""
@@ -107,9 +106,13 @@ def _tool_name(message: Message, context: MessageContext) -> str:
 def evidence_of(message: Message, observed: bool = False) -> str | None:
     """What extract_message stores as the message's evidence, made on its own (a megabyte need not travel back
     from an extraction process)."""
-    if observed:
-        message = {"role": "tool", "content": message.get("content")}
+    message = _as_read(message, observed)
     return _evidence_text(message, message_text(message))
+
+
+def _as_read(message: Message, observed: bool) -> Message:
+    """An observation (a tool output sent in the user role) is read as the tool output it is."""
+    return {"role": "tool", "content": message.get("content")} if observed else message
 
 
 def _evidence_text(message: Message, text: str) -> str | None:

@@ -191,6 +191,7 @@ class _Pending:
         self._changed = threading.Condition()
         self._sessions: dict[str, int] = {}
         self._nodes: dict[str, tuple[str | None, NodeRow]] = {}
+        self._children: dict[str | None, set[str]] = {}  # queued nodes by parent: a fork is found in one lookup
 
     def add(self, write: _Write) -> None:
         with self._changed:
@@ -198,6 +199,7 @@ class _Pending:
                 self._sessions[session] = self._sessions.get(session, 0) + 1
             for digest, parent, row in write.nodes:
                 self._nodes[digest] = (parent, row)
+                self._children.setdefault(parent, set()).add(digest)
 
     def done(self, writes: Sequence[_Write]) -> None:
         """Committed, or failed for good: readers stop waiting for them either way."""
@@ -209,8 +211,12 @@ class _Pending:
                         self._sessions[session] = left
                     else:
                         del self._sessions[session]
-                for digest, _, _ in write.nodes:
-                    self._nodes.pop(digest, None)
+                for digest, parent, _ in write.nodes:
+                    if self._nodes.pop(digest, None) is not None:
+                        siblings = self._children[parent]
+                        siblings.discard(digest)
+                        if not siblings:
+                            del self._children[parent]
             self._changed.notify_all()
 
     def wait(self, sessions: Iterable[str]) -> None:
@@ -224,8 +230,7 @@ class _Pending:
 
     def has_child(self, parent: str, other_than: str) -> bool:
         with self._changed:
-            return any(queued_parent == parent and digest != other_than
-                       for digest, (queued_parent, _) in self._nodes.items())
+            return any(child != other_than for child in self._children.get(parent, ()))
 
 
 class Store:
@@ -511,12 +516,14 @@ class Store:
         """The deepest saved fold of these sessions whose node lies on this path: (its depth, its data)."""
         self.flush(sessions)
         with self._read_lock:
-            rows = self._read.execute(f"SELECT depth, node, data FROM folds WHERE session_id IN ({_marks(len(sessions))})"
-                                      " ORDER BY depth DESC", tuple(sessions)).fetchall()
-        for depth, node, data in rows:
-            if 0 < depth <= len(hashes) and hashes[depth - 1] == node:
-                return depth, orjson.loads(data)
-        return None
+            rows = self._read.execute(f"SELECT session_id, depth, node FROM folds WHERE session_id IN"
+                                      f" ({_marks(len(sessions))}) ORDER BY depth DESC", tuple(sessions)).fetchall()
+            on_path = next(((session, depth) for session, depth, node in rows
+                            if 0 < depth <= len(hashes) and hashes[depth - 1] == node), None)
+            if on_path is None:
+                return None
+            data = self._read.execute("SELECT data FROM folds WHERE session_id = ?", (on_path[0],)).fetchone()[0]
+        return on_path[1], orjson.loads(data)
 
     def latest_checkpoint_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> dict[str, Any] | None:
         """The deepest compaction whose tip lies on this path (whose nodes lie in `sessions`)."""

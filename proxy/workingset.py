@@ -258,16 +258,18 @@ def compacted_sections(epoch: Epoch) -> list[tuple[str, str]]:
 
 def compacted_message(epoch: Epoch) -> Message | None:
     """The user-role message standing for everything the epoch removed; None when nothing needs saying."""
-    sections = compacted_sections(epoch)
+    return _compacted(compacted_sections(epoch))
+
+
+def _compacted(sections: list[tuple[str, str]]) -> Message | None:
     if len(sections) == 1:
         return None
     return {"role": "user", "content": SECTION_BREAK.join(text for _, text in sections)}
 
 
-def compacted_tokens(epoch: Epoch, counter: TokenCounter) -> tuple[int, dict[str, int]]:
-    """The tokens of compacted_message(epoch) (0 when there is none), and of each of its sections: counted
-    section by section, so that a new state does not make workset encode the digest and names again."""
-    sections = compacted_sections(epoch)
+def compacted_tokens(sections: list[tuple[str, str]], counter: TokenCounter) -> tuple[int, dict[str, int]]:
+    """The tokens of the compacted message of these sections (0 when there is none), and of each section:
+    counted section by section, so that a new state does not make workset encode the digest and names again."""
     if len(sections) == 1:
         return 0, {}
     shares = counter.sections([text for _, text in sections])
@@ -284,7 +286,7 @@ DROPPED_USERS = ("## The user's earlier messages left out: they did not fit the 
 def part_tokens(epoch: Epoch, counter: TokenCounter) -> tuple[tuple[str, int], ...]:
     """How many tokens the state, the digest and the names index take in the compacted message (reported per
     compaction: a state nobody would read is a cost, not a help)."""
-    shares = compacted_tokens(epoch, counter)[1]
+    shares = compacted_tokens(compacted_sections(epoch), counter)[1]
     return tuple((part, shares.get(part, 0)) for part in ("state", "digest", "names"))
 
 
@@ -348,10 +350,11 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
         prefix.messages.append(message)
         prefix.tokens += tokens
         if index == task and epoch is not None:
-            summary = compacted_message(epoch)
+            sections = compacted_sections(epoch)
+            summary = _compacted(sections)
             if summary is not None:
                 prefix.messages.append(summary)
-                prefix.tokens += compacted_tokens(epoch, counter)[0]
+                prefix.tokens += compacted_tokens(sections, counter)[0]
                 prefix.refs = True
     prefix.upto = len(messages)
     return prefix

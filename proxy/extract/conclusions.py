@@ -56,7 +56,6 @@ _DECISION = re.compile(
     r"|(?<![请可您你以])选择|以[^，。；,;\n]{1,20}为准|按[^，。；,;\n]{1,30}(?:计算|折算|换算)",
     re.I,
 )
-# Every decision pattern holds one of these: a cheap test before the slow scan.
 Holds = Callable[[str], "re.Match[str] | None"]  # does a lowercase text hold one of some words?
 
 
@@ -65,6 +64,7 @@ def _any_of(words: tuple[str, ...]) -> Holds:
     return re.compile("|".join(re.escape(word) for word in words)).search
 
 
+# Every decision pattern holds one of these: a cheap test before the slow scan.
 _DECISION_WORDS = (
     "use", "go with", "going with", "decid", "decision", "fix is", "solution is", "chose", "choose", "keep",
     "stick", "决定", "采用", "统一", "我们", "我将", "我会", "改用", "就用", "选择", "为准", "算",
@@ -348,7 +348,6 @@ def _cued(said: list[str], cue: re.Pattern[str], holds: Holds) -> Iterator[tuple
             match = cue.search(sentence)
             if match is not None:
                 yield sentence, match
-
 
 
 def _unique(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
