@@ -17,8 +17,16 @@ def key_hash(api_key: str | None) -> str:
     return hashlib.blake2b((api_key or "").encode(), digest_size=16, person=b"workset-key").hexdigest()
 
 
-def root_hash(caller: str, explicit_session: str | None) -> str:
-    seed = f"{caller}\0{explicit_session}" if explicit_session is not None else caller
+def root_hash(caller: str, explicit_session: str | None, client_session: str | None = None) -> str:
+    """The tree a request's conversation is in: the caller's, an explicit session's (one conversation), or the
+    session a client names in its own header (Claude Code, Codex), whose conversations (the agent's, its
+    subagents') are sessions of their own within it."""
+    if explicit_session is not None:
+        seed = f"{caller}\0{explicit_session}"
+    elif client_session is not None:
+        seed = f"{caller}\0\1client\0{client_session}"
+    else:
+        seed = caller
     return hashlib.blake2b(seed.encode(), digest_size=16, person=b"workset-root").hexdigest()
 
 

@@ -25,7 +25,8 @@ from .workingset import first_user
 if TYPE_CHECKING:
     from .app import Workset
 
-SESSION_FIELDS = ("id", "explicit_id", "created_at", "updated_at", "model", "policy", "messages")
+SESSION_FIELDS = ("id", "explicit_id", "client_id", "parent_id", "forked_from", "created_at", "updated_at", "model",
+                  "policy", "messages")
 MAX_LIMIT = 1000
 _REF = re.compile(f"[0-9a-f]{{{REF_LENGTH}}}")
 

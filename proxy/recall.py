@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -30,6 +30,7 @@ from .messages import tool_calls, tool_name
 from .observations import action_call
 from .policy import DigestRules
 from .records import Message
+from .sse import events
 from .store import Answer, Scope, Store
 from .tokens import TokenCounter
 
@@ -348,23 +349,75 @@ def follow_up(body: dict[str, Any], content: str | None, calls: list[dict[str, A
 
 
 def add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Token usage summed over rounds: the client is told what the provider billed for its answer."""
+    """Token usage summed over rounds, whatever the wire format's field names (every count, nested ones too): the
+    client is told what the provider billed for its answer."""
     if not isinstance(usage, dict):
         return total
     if total is None:
         return dict(usage)
     out = dict(total)
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        if isinstance(usage.get(key), int):
-            out[key] = int(out.get(key) or 0) + usage[key]
+    for key, value in usage.items():
+        before = out.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and isinstance(before, int):
+            out[key] = before + value
+        elif isinstance(value, dict) and isinstance(before, dict):
+            out[key] = add_usage(before, value)
+        else:
+            out[key] = value
     return out
+
+
+class Dialect(Protocol):
+    """How one wire format carries tool calls in a whole (non-streamed) reply, for the recall rounds."""
+
+    def calls(self, data: dict[str, Any]) -> tuple[list[str], bool]:
+        """The arguments of each recall call in the reply, and whether the agent's own calls are there too. Raises
+        KeyError, IndexError or TypeError when the reply is not one to read."""
+
+    def own_only(self, data: dict[str, Any]) -> None:
+        """Drop the recall calls from the reply: the agent's own calls go back now."""
+
+    def text_only(self, data: dict[str, Any]) -> None:
+        """The last round still called recall: drop its calls, the reply is the answer."""
+
+    def follow_up(self, body: dict[str, Any], data: dict[str, Any], answers: list[str]) -> dict[str, Any]:
+        """The request of the next round: the reply's recall calls and their answers appended."""
+
+    def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The request without the recall tool (the last round must answer)."""
+
+
+class ChatDialect:
+    """Chat completions: `choices[0].message.tool_calls`."""
+
+    def calls(self, data: dict[str, Any]) -> tuple[list[str], bool]:
+        recall, own = split_calls(data["choices"][0]["message"].get("tool_calls") or [])
+        return [str((call.get("function") or {}).get("arguments", "")) for call in recall], bool(own)
+
+    def own_only(self, data: dict[str, Any]) -> None:
+        message = data["choices"][0]["message"]
+        message["tool_calls"] = split_calls(message["tool_calls"])[1]
+
+    def text_only(self, data: dict[str, Any]) -> None:
+        data["choices"][0]["message"].pop("tool_calls", None)
+        data["choices"][0]["finish_reason"] = "stop"
+
+    def follow_up(self, body: dict[str, Any], data: dict[str, Any], answers: list[str]) -> dict[str, Any]:
+        message = data["choices"][0]["message"]
+        return follow_up(body, message.get("content"), split_calls(message["tool_calls"])[0], answers)
+
+    def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
+        return withdraw_tool(body)
+
+
+CHAT = ChatDialect()
 
 
 # --- a whole response ---------------------------------------------------------------------------------------------
 
 
 async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
-                   deliver_later: Callable[[list[str]], None]) -> tuple[Any, int]:
+                   deliver_later: Callable[[list[str]], None], dialect: Dialect = CHAT) -> tuple[Any, int]:
     """The final non-streamed reply after answering recall calls, and how many rounds that took."""
     reply, rounds, usage = first, 0, None
     while True:
@@ -372,25 +425,23 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve,
             return reply, rounds
         try:
             data = orjson.loads(reply.body)
-            message = data["choices"][0]["message"]
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+            calls, own = dialect.calls(data)
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             return reply, rounds
         usage = add_usage(usage, data.get("usage"))
-        recall, own = split_calls(message.get("tool_calls") or [])
-        if not recall:
+        if not calls:
             break
         if own:  # the agent's calls go back now; the recall is resolved for the next request
-            deliver_later(await answers_to(recall, resolve))
-            message["tool_calls"] = own
+            deliver_later([await resolve(arguments) for arguments in calls])
+            dialect.own_only(data)
             break
         if rounds >= max_rounds:  # the tool was withdrawn and the model still calls it: answer with its text
-            message.pop("tool_calls", None)
-            data["choices"][0]["finish_reason"] = "stop"
+            dialect.text_only(data)
             break
         rounds += 1
-        body = follow_up(body, message.get("content"), recall, await answers_to(recall, resolve))
+        body = dialect.follow_up(body, data, [await resolve(arguments) for arguments in calls])
         if rounds >= max_rounds:
-            body = withdraw_tool(body)
+            body = dialect.withdraw(body)
         reply = await ask(body)
     if rounds or usage is not None:
         if usage is not None:
@@ -420,7 +471,7 @@ async def _rounds(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, 
     current, rounds, usage = first, 0, None
     while True:
         held = _Held()
-        async for event in _events(current.chunks):
+        async for _, event in events(current.chunks):
             out = held.take(event)
             if out is not None:
                 yield out
@@ -527,21 +578,3 @@ class _Held:
             else:
                 out.append({**delta, "index": self._remap[index]})
         return out
-
-
-async def _events(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The `data:` payloads of a server-sent-event byte stream, whatever the chunking."""
-    buffer = b""
-    async for chunk in chunks:
-        buffer += chunk
-        while True:
-            cut = buffer.find(b"\n\n")
-            if cut < 0:
-                break
-            block, buffer = buffer[:cut], buffer[cut + 2:]
-            data = b"\n".join(line[5:].lstrip() for line in block.replace(b"\r\n", b"\n").split(b"\n")
-                              if line.startswith(b"data:"))
-            if data:
-                yield data
-    if buffer.strip().startswith(b"data:"):
-        yield buffer.strip()[5:].lstrip()

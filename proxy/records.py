@@ -7,6 +7,11 @@ from typing import Any
 
 Message = dict[str, Any]
 
+# A message translated from another wire format (Anthropic Messages, Responses) keeps under this key what it needs
+# to be written back as it came (the items of a Responses turn, an Anthropic tool result's is_error). The core
+# copies it along with the message and never reads it.
+WIRE = "_wire"
+
 # Kinds of entries in the key-facts ledger. A later entry with the same (kind, key) supersedes the earlier one.
 CONSTRAINT = "constraint"  # a rule from a user turn: value is the sentence
 PLAN = "plan"  # a plan item: key is the item, value is "pending", "next" (pending until the next "Next:") or "completed"

@@ -62,6 +62,7 @@ class Branch:
     settled: int = 0  # messages before this index are extracted and recorded; the rest wait for settle()
     recorded_as: tuple[str, str] = ("", "")  # model and policy of the latest request, for the session row
     untouchable: tuple[int, int, bool] = (0, 0, False)  # (messages counted, their tokens, task seen)
+    client: bool = False  # in a session the client named in its own header (Claude Code's, Codex's)
     # held while messages are appended or settled: settling runs in a worker thread beside the next request
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # held by the request building its working set on this branch (see Sessions.claimed)
@@ -86,9 +87,10 @@ class Branch:
     def scope(self) -> Scope:
         """What recall and retrieval may read: the sessions along this path and, for an implicit session (where
         other conversations may have forked from this one or this one from others), only this path's nodes;
-        an explicit session id declares one conversation (whose client may edit its history): all of it."""
+        an explicit session id declares one conversation (whose client may edit its history): all of it; so does a
+        client's own session id (one user's agent, its subagents, its history after the client compacted it)."""
         lineage = tuple(dict.fromkeys([*self.node_sessions, self.session_id]))
-        return Scope(lineage, None if self.explicit else self.hashes)
+        return Scope(lineage, None if self.explicit or self.client else self.hashes)
 
     def conversation(self) -> Conversation:
         return Conversation(self.messages, self.hashes, self.refs, self.tokens, self.tool_names, self.gists, self.outcomes,
@@ -101,6 +103,7 @@ class Branch:
             self.messages[:length], self.hashes[:length], self.node_sessions[:length], self.refs[:length],
             self.tokens[:length], self.tool_names[:length], self.gists[:length], self.outcomes[:length],
             self.names[:length], self.observed[:length], total_tokens=sum(self.tokens[:length]), settled=length,
+            client=self.client,
         )
 
 
@@ -207,25 +210,28 @@ class Sessions:
 
     def resolve(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str,
                 check: Callable[[list[Message], int], None] = lambda messages, start: None,
-                observations: ObservationMatcher = NO_OBSERVATIONS) -> Resolved:
+                observations: ObservationMatcher = NO_OBSERVATIONS, client_session: str | None = None) -> Resolved:
         """The branch this request continues, with its new messages ingested. `check(messages, start)` runs on the
         messages not seen before on this path, before anything is stored; what it raises propagates.
         `observations` tells which user messages are tool output sent in the user role."""
-        with self.claimed(caller, explicit_session, messages, model, policy, check, observations) as resolved:
+        with self.claimed(caller, explicit_session, messages, model, policy, check, observations,
+                          client_session) as resolved:
             return resolved
 
     @contextmanager
     def claimed(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str,
                 check: Callable[[list[Message], int], None] = lambda messages, start: None,
-                observations: ObservationMatcher = NO_OBSERVATIONS) -> Iterator[Resolved]:
-        """resolve(), with the branch held for this request alone until the block ends."""
-        root = root_hash(caller, explicit_session)
+                observations: ObservationMatcher = NO_OBSERVATIONS,
+                client_session: str | None = None) -> Iterator[Resolved]:
+        """resolve(), with the branch held for this request alone until the block ends. `client_session` is the
+        session a client names in its own header (see hashing.root_hash)."""
+        root = root_hash(caller, explicit_session, client_session)
         with self.serial(root):
             branch, known = self._from_cache(root, messages)
             if branch is None:
                 check(messages, 0)
                 branch, known = self._from_store(root, caller, explicit_session, messages, model, policy,
-                                                 observations)
+                                                 observations, client_session)
             else:
                 check(messages, known)
             # Waits only while a request of this very conversation is still being built on the branch.
@@ -294,7 +300,8 @@ class Sessions:
         return fork, best_length
 
     def _from_store(self, root: str, caller: str, explicit_session: str | None, messages: list[Message],
-                    model: str, policy: str, observations: ObservationMatcher) -> tuple[Branch, int]:
+                    model: str, policy: str, observations: ObservationMatcher,
+                    client_session: str | None = None) -> tuple[Branch, int]:
         hashes = chain(root, messages)
         nodes = self.store.find_nodes(hashes)
         deepest = max((i for i, digest in enumerate(hashes) if digest in nodes), default=-1)
@@ -302,12 +309,23 @@ class Sessions:
             session_id = nodes[hashes[deepest]].session_id
         else:
             session_id = session_id_for(root, hashes[0], explicit_session)
-            self.store.create_session(session_id, caller, explicit_session, model, policy)
-        branch = Branch(session_id, root, explicit_session is not None)
+            parent = self._parent(root) if client_session is not None and explicit_session is None else None
+            self.store.create_session(session_id, caller, explicit_session, model, policy, client_id=client_session,
+                                      parent_id=parent)
+        branch = Branch(session_id, root, explicit_session is not None, client=client_session is not None)
         rows = [nodes[digest] for digest in hashes[: deepest + 1]]
         self._adopt_rows(branch, messages[: deepest + 1], rows, observations)
         self._load_path(branch)
         return branch, deepest + 1
+
+    def _parent(self, root: str) -> str | None:
+        """The session a new conversation in a client's session was started from: the one waiting for a tool's
+        result (the agent that called its Task tool), else the latest seen; None for the client's first."""
+        candidates = self.cache.candidates(root)
+        waiting = [b for b in candidates if b.messages and b.messages[-1].get("role") == "assistant"
+                   and b.messages[-1].get("tool_calls")]
+        chosen = (waiting or candidates or [None])[-1]
+        return chosen.session_id if chosen is not None else None
 
     def _adopt_rows(self, branch: Branch, messages: Sequence[Message], rows: Sequence[NodeRow],
                     observations: ObservationMatcher) -> None:

@@ -24,7 +24,7 @@ from .logs import get_logger
 from .passages import has_cjk, query_words
 from .records import Action, Fact
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _IN_CHUNK = 500  # host parameters per IN (...) query
 _WRITE_BATCH = 256  # writes per commit at most: bounds how long one commit holds the file (not a tuning knob)
 T = TypeVar("T")
@@ -101,8 +101,16 @@ def _migrate_to_5(db: sqlite_utils.Database) -> None:
                        not_null={"node", "depth", "data"}, if_not_exists=True)
 
 
+def _migrate_to_6(db: sqlite_utils.Database) -> None:
+    """The session id a client sent in its own header (Claude Code, Codex), and the session a subagent's
+    conversation was started from."""
+    for column in ("client_id", "parent_id"):
+        if column not in db["sessions"].columns_dict:
+            db["sessions"].add_column(column, str)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3, _migrate_to_4,
-                                                             _migrate_to_5]
+                                                             _migrate_to_5, _migrate_to_6]
 
 
 @dataclass(frozen=True)
@@ -361,14 +369,15 @@ class Store:
         return row[0] if row else None
 
     def create_session(self, session_id: str, key_hash: str, explicit_id: str | None, model: str, policy: str,
-                       forked_from: str | None = None) -> None:
+                       forked_from: str | None = None, client_id: str | None = None,
+                       parent_id: str | None = None) -> None:
         now = time.time()
 
         def write() -> None:
             self._write.execute(
                 "INSERT OR IGNORE INTO sessions (id, key_hash, explicit_id, created_at, updated_at, model, policy, messages,"
-                " forked_from) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
-                (session_id, key_hash, explicit_id, now, now, model, policy, forked_from),
+                " forked_from, client_id, parent_id) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+                (session_id, key_hash, explicit_id, now, now, model, policy, forked_from, client_id, parent_id),
             )
 
         self._submit(write, (session_id,))
@@ -663,12 +672,13 @@ class Store:
     # --- inspection and retention -----------------------------------------------------------------------------
 
     def find_sessions(self, ident: str, key_hash: str | None = None) -> list[dict[str, Any]]:
-        """Sessions whose internal id or explicit id is `ident`, of one key (None: every key, for the local CLI);
+        """Sessions whose internal, explicit or client id is `ident`, of one key (None: every key, for the local CLI);
         an internal-id match first, then the most recently updated."""
         scope = " AND key_hash = ?" if key_hash is not None else ""
-        params: tuple[Any, ...] = (ident, ident) + ((key_hash,) if key_hash is not None else ()) + (ident,)
+        params: tuple[Any, ...] = (ident, ident, ident) + ((key_hash,) if key_hash is not None else ()) + (ident,)
         return self._rows(
-            f"SELECT * FROM sessions WHERE (id = ? OR explicit_id = ?){scope} ORDER BY id = ? DESC, updated_at DESC",
+            f"SELECT * FROM sessions WHERE (id = ? OR explicit_id = ? OR client_id = ?){scope}"
+            " ORDER BY id = ? DESC, updated_at DESC",
             params,
         )
 

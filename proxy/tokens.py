@@ -192,6 +192,8 @@ class TokenCounter:
             for part in content:
                 if isinstance(part, dict) and isinstance(part.get("text"), str):
                     total += count(part["text"])
+                elif isinstance(part, dict) and isinstance(part.get("thinking"), str):
+                    total += count(part["thinking"])  # a reasoning block: its text, not its signature
                 else:
                     # images and other parts: count their JSON; a rough but stable figure
                     total += count(encode_json(part).decode())

@@ -122,6 +122,7 @@ class BuiltPrefix:
     messages: list[Message] = field(default_factory=list)
     tokens: int = 0
     refs: bool = False  # whether any message shows a [ref:ID] (an elided or excerpted content)
+    head: int = 0  # messages up to the one standing for the compacted turns (0 when there is none)
 
 
 # --- structure --------------------------------------------------------------------------------------------------
@@ -354,6 +355,7 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
             summary = _compacted(sections)
             if summary is not None:
                 prefix.messages.append(summary)
+                prefix.head = len(prefix.messages)
                 prefix.tokens += compacted_tokens(sections, counter)[0]
                 prefix.refs = True
     prefix.upto = len(messages)

@@ -85,7 +85,8 @@ def test_sessions_are_listed_for_their_own_key_only(proxy, fake) -> None:
     assert mine["object"] == "list"
     assert [row["id"] for row in mine["data"]] == [session]
     row = mine["data"][0]
-    assert set(row) == {"id", "explicit_id", "created_at", "updated_at", "model", "policy", "messages"}
+    assert set(row) == {"id", "explicit_id", "client_id", "parent_id", "forked_from", "created_at", "updated_at",
+                        "model", "policy", "messages"}
     assert row["model"] == "small-test" and row["policy"] == "small" and row["messages"] == len(conversation(2))
     assert get(proxy, "/v1/workset/sessions", "sk-two").json()["data"] == []
     for path in (f"/v1/workset/sessions/{session}", f"/v1/workset/sessions/{session}/checkpoints"):

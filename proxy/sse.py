@@ -1,0 +1,54 @@
+"""Server-sent events: reading a provider's stream into events, whatever its chunking, and writing one."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+
+async def events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[str, bytes]]:
+    """(event name, data) of each event of a byte stream: the name "" when the event has none, the data lines
+    joined by newlines; events without data are skipped."""
+    buffer = b""
+    async for chunk in chunks:
+        buffer += chunk
+        while True:
+            cut = buffer.find(b"\n\n")
+            if cut < 0:
+                break
+            block, buffer = buffer[:cut], buffer[cut + 2:]
+            event = _parse(block)
+            if event is not None:
+                yield event
+    event = _parse(buffer.strip())
+    if event is not None:
+        yield event
+
+
+def _parse(block: bytes) -> tuple[str, bytes] | None:
+    name, data = "", []
+    for line in block.replace(b"\r\n", b"\n").split(b"\n"):
+        if line.startswith(b"event:"):
+            name = line[6:].strip().decode("utf-8", "replace")
+        elif line.startswith(b"data:"):
+            data.append(line[5:].lstrip())
+    return (name, b"\n".join(data)) if data else None
+
+
+async def json_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """(name, parsed data) of each event whose data is a JSON object; the name falls back to the data's `type`
+    (the Anthropic and Responses streams carry it in both)."""
+    async for name, data in events(chunks):
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(parsed, dict):
+            yield name or str(parsed.get("type", "")), parsed
+
+
+def event(name: str, data: dict[str, Any]) -> bytes:
+    """One named event."""
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
