@@ -8,7 +8,7 @@ import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Coroutine, Mapping, TypeVar
 
@@ -21,6 +21,7 @@ from starlette.routing import Route as HttpRoute
 from . import recall
 from .auth import caller_key as _caller_key
 from .config import Config
+from .edges import CHAT, COUNT_TOKENS, MESSAGES, RESPONSES, RESPONSES_COMPACT, Edge, openai_route
 from .engine import Engine, Prepared, UnknownPolicy
 from .extractors import InlineExtractor, ProcessExtractor
 from .errors import WorksetError, error_body, json_response
@@ -34,7 +35,7 @@ from .store import Scope, Store
 from .summarize import Job, summary_text
 from .tokens import TokenCounter
 from .upstream import Reply, Stream, Upstream, context_window, route
-from .validate import SESSION_HEADER, check_chat, check_model, explicit_session, parse_json_object
+from .validate import SESSION_HEADER, check_model, explicit_session, parse_json_object
 
 POLICY_HEADER = "x-workset-policy"
 
@@ -95,7 +96,19 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
             store.close()
 
     async def chat_completions(request: Request) -> Response:
-        return await _chat(workset, request)
+        return await _exchange(workset, request, CHAT)
+
+    async def messages(request: Request) -> Response:
+        return await _exchange(workset, request, MESSAGES)
+
+    async def count_tokens(request: Request) -> Response:
+        return await _exchange(workset, request, COUNT_TOKENS)
+
+    async def responses(request: Request) -> Response:
+        return await _exchange(workset, request, RESPONSES)
+
+    async def responses_compact(request: Request) -> Response:
+        return await _exchange(workset, request, RESPONSES_COMPACT)
 
     async def embeddings(request: Request) -> Response:
         return await _embeddings(workset, request)
@@ -112,6 +125,12 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
     routes = [
         HttpRoute("/v1/chat/completions", chat_completions, methods=["POST"]),
         HttpRoute("/chat/completions", chat_completions, methods=["POST"]),
+        HttpRoute("/v1/messages", messages, methods=["POST"]),
+        HttpRoute("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        HttpRoute("/v1/responses", responses, methods=["POST"]),
+        HttpRoute("/responses", responses, methods=["POST"]),
+        HttpRoute("/v1/responses/compact", responses_compact, methods=["POST"]),
+        HttpRoute("/responses/compact", responses_compact, methods=["POST"]),
         HttpRoute("/v1/embeddings", embeddings, methods=["POST"]),
         HttpRoute("/embeddings", embeddings, methods=["POST"]),
         HttpRoute("/v1/models", models, methods=["GET"]),
@@ -127,17 +146,31 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
 # --- chat completions ---------------------------------------------------------------------------------------------
 
 
-async def _chat(workset: Workset, request: Request) -> Response:
+@dataclass
+class Admitted:
+    """A request ready to go: where, under which session id, what workset made of it, and the body to forward."""
+
+    target: Any
+    explicit: str | None
+    prepared: Prepared
+    outgoing: dict[str, Any]
+    answer: Reply | Stream | None = None  # answered by workset itself: nothing goes to the provider
+
+
+async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
+    """One model call in any wire format: admit (check, session, working set) on a worker, forward, settle what is
+    new while the provider works, answer recall calls, relay."""
     started = time.perf_counter()
     log = get_logger()
     config = workset.config
-    fields: dict[str, Any] = {"route": "chat"}
+    fields: dict[str, Any] = {"route": edge.name}
     try:
         raw = await _read_body(request, config.server.max_body_bytes)
         caller_key = _caller_key(request)
         waited = time.perf_counter()
-        (target, explicit, prepared), own_ms = await workset.run(_cpu_timed, workset, _admit, workset, raw,
-                                                                 request.headers, caller_key, fields)
+        admitted, own_ms = await workset.run(_cpu_timed, workset, _admit, workset, edge, raw, request.headers,
+                                             caller_key, fields)
+        prepared = admitted.prepared
         # what the request waited for (a free worker, the interpreter, its conversation's branch) under load
         fields["queued_ms"] = round(max(0.0, (time.perf_counter() - waited) * 1000 - own_ms), 3)
         fields.update(session=prepared.session_id, policy=prepared.policy, tokens_original=prepared.tokens_original,
@@ -150,26 +183,27 @@ async def _chat(workset: Workset, request: Request) -> Response:
             fields["note"] = prepared.note
         if config.logging.content:
             fields["messages"] = prepared.body["messages"]
-        outgoing = _strip_session_metadata(prepared.body)
         fields["workset_ms"] = round(own_ms, 3)
         # Deferred ingest (extraction, store writes) and the start of a background summary run on a worker while
         # the request is on its way to the provider: they overlap its latency instead of adding to it.
         settling = workset.background(_after_sending(workset, prepared, caller_key))
         called = time.perf_counter()
         client_headers = _lower_headers(request)
-        result = await workset.upstream.chat(target, outgoing, caller_key, client_headers)
+        query = request.url.query
+        result = admitted.answer or await edge.send(workset.upstream, admitted.target, admitted.outgoing, caller_key,
+                                                    client_headers, query)
         fields["upstream_ms"] = round((time.perf_counter() - called) * 1000, 3)  # headers in (whole body if not streamed)
         # x-workset-ms counts all of workset's own work for the request, the deferred part included: it is done by
         # now unless it took longer than the provider did. Recall reads what it stored, so it waits for it too.
         fields["deferred_ms"] = await settling
-        if prepared.recall:
-            result = await _answer_recall(workset, prepared, target, outgoing, caller_key, client_headers, result,
-                                          fields)
-        headers = _workset_headers(prepared, explicit, fields["workset_ms"] + fields["deferred_ms"], fields["queued_ms"])
+        if prepared.recall and edge.answers_recall:
+            result = await _answer_recall(workset, edge, admitted, caller_key, client_headers, query, result, fields)
+        headers = _workset_headers(prepared, admitted.explicit, fields["workset_ms"] + fields["deferred_ms"],
+                                   fields["queued_ms"])
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
         _log_request(log, fields, started)
-        return error.response()
+        return edge.error_response(error)
     if isinstance(result, Reply):
         fields["status"] = result.status
         _log_request(log, fields, started)
@@ -179,54 +213,102 @@ async def _chat(workset: Workset, request: Request) -> Response:
                              headers={**result.headers, **headers, "cache-control": "no-cache"})
 
 
-def _admit(workset: Workset, raw: bytes, headers: Mapping[str, str], caller_key: str | None,
-           fields: dict[str, Any]) -> tuple[Any, str | None, Prepared]:
+def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str], caller_key: str | None,
+           fields: dict[str, Any]) -> Admitted:
     """All of workset's work before the provider is called, in one go on a worker (parsing megabytes is work
-    too): the body parsed and checked, routed, its session id read, and what to forward; (route, explicit session
-    id, prepared)."""
+    too): the body parsed and checked, routed, its session ids read, the working set built and written back in
+    the client's wire format."""
     body = parse_json_object(raw)
-    check_chat(body)
+    edge.check(body)
     model = body["model"]
     fields["model"] = model
-    target = _route_for(workset, model, caller_key)
+    target = edge.target(workset.config, model, caller_key)
     explicit = explicit_session(headers.get(SESSION_HEADER), body)
+    client = edge.client_session(headers, body)
+    if client:
+        fields["client_session"] = client
     policy_name = headers.get(POLICY_HEADER)
     try:
         workset.engine.policy_for(model, policy_name)
     except UnknownPolicy as error:
         raise WorksetError(400, str(error), "invalid_request_error", "unknown_policy") from error
-    return target, explicit, _prepare(workset, body, key_hash(caller_key), explicit, policy_name, fields)
-
-
-def _prepare(workset: Workset, body: dict[str, Any], caller: str, explicit: str | None, policy_name: str | None,
-             fields: dict[str, Any]) -> Prepared:
-    """Engine.prepare, failing open: any error in workset's own steps forwards the request as sent."""
+    conversation = edge.handoff(body, target)
+    if conversation is not None:
+        answered = _handoff(workset, edge, body, conversation, key_hash(caller_key), explicit, client, policy_name,
+                            fields)
+        if answered is not None:
+            return Admitted(target, explicit, answered[0], body, answered[1])
+    passthrough = edge.passthrough(body)
+    if passthrough:
+        fields["note"] = passthrough
+        policy = workset.engine.policy_for(model, policy_name).name
+        return Admitted(target, explicit, Prepared(body, None, policy, 0, 0, note=passthrough), body)
+    prepared = _prepare(workset, edge, body, key_hash(caller_key), explicit, client, policy_name, fields)
     try:
-        return workset.engine.prepare(body, caller, explicit, policy_name)
+        outgoing = edge.render(body, prepared)
+    except Exception as error:  # fail open: the request as the client sent it
+        _failed_open(error, model, fields)
+        prepared = replace(prepared, rewritten=False, note="fail open", recall=False)
+        outgoing = body
+    return Admitted(target, explicit, prepared, outgoing)
+
+
+def _prepare(workset: Workset, edge: Edge, body: dict[str, Any], caller: str, explicit: str | None,
+             client: str | None, policy_name: str | None, fields: dict[str, Any]) -> Prepared:
+    """Engine.prepare on the request's internal form, failing open: any error in workset's own steps forwards
+    the request as sent."""
+    internal: dict[str, Any] | None = None
+    try:
+        internal = edge.to_internal(body)
+        return workset.engine.prepare(internal, caller, explicit, policy_name, client, edge.check_messages)
     except WorksetError:
         raise  # the client's own error (a malformed message): a 400, not a workset failure
     except Exception as error:  # fail open by design: the agent must never pay for a workset bug
-        get_logger().error("workset_step_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True,
-                           model=body.get("model"))
-        fields["fail_open"] = True
+        _failed_open(error, body.get("model"), fields)
         try:
-            original = sum(workset.engine.counter.message(m) for m in body["messages"])
+            original = sum(workset.engine.counter.message(m) for m in (internal or body)["messages"])
         except Exception:
             original = 0
-        return Prepared(body, None, policy_name or "", original, original, note="fail open")
+        return Prepared(internal or body, None, policy_name or "", original, original, note="fail open")
 
 
-async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outgoing: dict[str, Any],
-                         caller_key: str | None, client_headers: dict[str, str], result: Reply | Stream,
+def _handoff(workset: Workset, edge: Edge, body: dict[str, Any], conversation: dict[str, Any], caller: str,
+             explicit: str | None, client: str | None, policy_name: str | None,
+             fields: dict[str, Any]) -> tuple[Prepared, Reply | Stream] | None:
+    """A client's compaction answered from workset's record (see proxy.responses); None when workset fails (the
+    request then goes to the provider as sent)."""
+    try:
+        text, session = workset.engine.handoff(edge.to_internal(conversation), caller, explicit, policy_name, client,
+                                               edge.check_messages)
+        answer = edge.handoff_answer(body, text)
+    except WorksetError:
+        raise
+    except Exception as error:  # fail open
+        _failed_open(error, body.get("model"), fields)
+        return None
+    note = "compaction answered by workset"
+    fields["note"] = note
+    policy = workset.engine.policy_for(str(body["model"]), policy_name).name
+    return Prepared(body, session, policy, 0, 0, note=note), answer
+
+
+def _failed_open(error: Exception, model: Any, fields: dict[str, Any]) -> None:
+    get_logger().error("workset_step_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True, model=model)
+    fields["fail_open"] = True
+
+
+async def _answer_recall(workset: Workset, edge: Edge, admitted: Admitted, caller_key: str | None,
+                         client_headers: dict[str, str], query: str, result: Reply | Stream,
                          fields: dict[str, Any]) -> Reply | Stream:
     """The model may call workset_recall: answer it from the store and ask again (see proxy.recall)."""
+    prepared = admitted.prepared
     policy = workset.engine.policies[prepared.policy]
     scope = prepared.branch.scope() if prepared.branch is not None else Scope(())
     resolver = Resolver(workset.store, workset.engine.counter, scope, policy.recall.max_tokens,
                         policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars)
 
     async def ask(body: dict[str, Any]) -> Reply | Stream:
-        return await workset.upstream.chat(target, body, caller_key, client_headers)
+        return await edge.send(workset.upstream, admitted.target, body, caller_key, client_headers, query)
 
     async def resolve(arguments: str) -> str:
         return await workset.run(resolver, arguments)
@@ -235,18 +317,20 @@ async def _answer_recall(workset: Workset, prepared: Prepared, target: Any, outg
         workset.engine.deliver_later(prepared, texts)
 
     fields["recall"] = resolver.resolved  # filled in as calls are answered (the log line is written at the end)
+    rounds = policy.recall.max_rounds
     if isinstance(result, Reply):
         first = Reply(result.status, result.body, result.content_type, result.headers)
         try:
-            result, rounds = await recall.complete(result, outgoing, ask, resolve, policy.recall.max_rounds, later)
+            result, done = await recall.complete(result, admitted.outgoing, ask, resolve, rounds, later,
+                                                 edge.recall_dialect())
         except WorksetError:
             raise  # the provider failed a follow-up round: the client gets that error
         except Exception as error:  # a workset bug: the provider's own first answer goes back as it came
             get_logger().error("recall_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
             return first
-        fields["recall_rounds"] = rounds
+        fields["recall_rounds"] = done
         return result
-    return Stream(recall.stream(result, outgoing, ask, resolve, policy.recall.max_rounds, later), result.headers)
+    return Stream(edge.recall_stream(result, admitted.outgoing, ask, resolve, rounds, later), result.headers)
 
 
 async def _start_summary(workset: Workset, prepared: Prepared, caller_key: str | None) -> float:
@@ -325,18 +409,6 @@ async def _logged_stream(stream: Stream, log: Any, fields: dict[str, Any], start
         _log_request(log, fields, started)
 
 
-def _route_for(workset: Workset, model: str, caller_key: str | None) -> Any:
-    config = workset.config
-    deployment = config.deployment_for(model)
-    if deployment is None:
-        raise WorksetError(404, f"model {model!r} matches no model_name in model_list", "invalid_request_error",
-                           "model_not_found", "model")
-    if deployment.holds_key and caller_key not in config.server.api_keys:
-        raise WorksetError(401, "this workset pays the provider: present one of its keys (server.api_keys) as the "
-                                "bearer token", "authentication_error", "invalid_api_key")
-    return route(deployment, model, config.upstream)
-
-
 def _workset_headers(prepared: Prepared, explicit: str | None, own_ms: float, queued_ms: float) -> dict[str, str]:
     headers = {
         "x-workset-tokens-original": str(prepared.tokens_original),
@@ -353,18 +425,6 @@ def _workset_headers(prepared: Prepared, explicit: str | None, own_ms: float, qu
     return headers
 
 
-def _strip_session_metadata(body: dict[str, Any]) -> dict[str, Any]:
-    """metadata.session_id is workset's; providers that do not store completions reject unknown metadata."""
-    metadata = body.get("metadata")
-    if not isinstance(metadata, dict) or "session_id" not in metadata:
-        return body
-    rest = {k: v for k, v in metadata.items() if k != "session_id"}
-    out = {k: v for k, v in body.items() if k != "metadata"}
-    if rest:
-        out["metadata"] = rest
-    return out
-
-
 # --- embeddings ---------------------------------------------------------------------------------------------------
 
 
@@ -378,7 +438,7 @@ async def _embeddings(workset: Workset, request: Request) -> Response:
         model = check_model(body)
         fields["model"] = model
         caller_key = _caller_key(request)
-        target = _route_for(workset, model, caller_key)
+        target = openai_route(workset.config, model, caller_key)
         reply = await workset.upstream.embeddings(target, body, caller_key, _lower_headers(request))
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)

@@ -67,6 +67,11 @@ class UpstreamSettings:
         "come); false sends everything through litellm.acompletion",
     )
     max_connections: int = setting(200, "pooled connections to the providers", min=1)
+    anthropic_base: str = setting(
+        "https://api.anthropic.com",
+        "where Anthropic Messages requests (/v1/messages) go when no model_list entry names their model as "
+        "anthropic/...: written like ANTHROPIC_BASE_URL, without /v1; the caller's own key is passed on",
+    )
 
 
 @dataclass(frozen=True)

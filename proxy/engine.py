@@ -30,6 +30,8 @@ from .workingset import (
     BuiltPrefix,
     Conversation,
     Epoch,
+    compacted_message,
+    digest_quota,
     extend_prefix,
     first_user,
     part_tokens,
@@ -63,6 +65,11 @@ class Prepared:
     recall: bool = False  # the workset_recall tool was offered: the answer must go through proxy.recall
     retrieved: bool = False  # event-driven retrieval added content to this request
     epoch: Epoch | None = None  # the compaction this request made, if any (reason, summary and state checks)
+    # Leading messages of body["messages"] that stay byte-identical until the next compaction (what a provider's
+    # prompt cache can hold), and of those the frozen head (system, task, compacted turns): where a wire format
+    # that marks cache breakpoints puts them. 0 when the messages were forwarded as sent.
+    stable: int = 0
+    head: int = 0
 
 
 class Engine:
@@ -107,15 +114,48 @@ class Engine:
             self.sessions.settle(prepared.branch)
 
     def prepare(self, body: dict[str, Any], caller: str, explicit_session: str | None = None,
-                policy_name: str | None = None) -> Prepared:
-        """What to forward for one chat request. Raises WorksetError when a message not seen before is malformed.
-        Safe to call from several threads: the request holds its conversation's branch while it is built (see
-        Sessions.claimed); other conversations go on meanwhile."""
+                policy_name: str | None = None, client_session: str | None = None,
+                check: Callable[[list[Message], int], None] = check_messages) -> Prepared:
+        """What to forward for one request in the internal (chat) form. Raises WorksetError when a message not seen
+        before is malformed (`check`: a wire format translated at the edge was checked there). Safe to call from
+        several threads: the request holds its conversation's branch while it is built (see Sessions.claimed);
+        other conversations go on meanwhile."""
         model = str(body["model"])
         policy = self.policy_for(model, policy_name)
-        with self.sessions.claimed(caller, explicit_session, body["messages"], model, policy.name, check_messages,
-                                   policy.observation_matcher) as resolved:
+        with self.sessions.claimed(caller, explicit_session, body["messages"], model, policy.name, check,
+                                   policy.observation_matcher, client_session) as resolved:
             return self._build(body, resolved, model, policy)
+
+    def handoff(self, body: dict[str, Any], caller: str, explicit_session: str | None = None,
+                policy_name: str | None = None, client_session: str | None = None,
+                check: Callable[[list[Message], int], None] = check_messages) -> tuple[str, str]:
+        """What stands for the conversation when its client drops the history (Codex compacting through a provider
+        that cannot): the compacted-turns message of a compaction that removes everything it may (all but the
+        task, the user's words and the newest turn), with the task state, the digest of every step and the refs
+        to recall them by; and the session id. The conversation is ingested as for any request; nothing else
+        changes (its working set and cache stay as they were)."""
+        model = str(body["model"])
+        policy = self.policy_for(model, policy_name)
+        with self.sessions.claimed(caller, explicit_session, body["messages"], model, policy.name, check,
+                                   policy.observation_matcher) as resolved:
+            branch = resolved.branch
+            self.sessions.settle(branch)
+            conversation = branch.conversation()
+            pairing = branch.pairing.feed(body["messages"])
+            untouchable = self.counter.tools(body.get("tools")) + branch.untouchable_tokens()
+            budget = Budget.of(policy, self.budget_tokens(model, policy, untouchable), untouchable)
+            everything = Budget.of(policy, untouchable + 1, untouchable)  # a target nothing removable fits under
+            policy = replace(policy.for_budget(budget.limit), recent_turns=1)
+            goal = _goal(conversation.messages)
+            epoch = plan_compaction(conversation, pairing.units if pairing.complete else [], None, policy, everything,
+                                    0, 0, self.counter, self.excerpt, "client compaction",
+                                    digest_limit=digest_quota(policy, budget),
+                                    names_limit=budget.share(policy.digest.names_share))
+            state = render_state(branch.state, goal, policy.state, budget.share(policy.state.max_share),
+                                 self.counter.cached_text, in_view=verbatim(conversation, epoch, policy),
+                                 focus=_dialogue(conversation))
+            message = compacted_message(replace(epoch, head_state=state))
+            return (message_text(message) if message else ""), branch.session_id
 
     def _build(self, body: dict[str, Any], resolved: Resolved, model: str, policy: Policy) -> Prepared:
         messages: list[Message] = body["messages"]
@@ -165,6 +205,7 @@ class Engine:
             branch.built, branch.built_for = prefix, built_for
             out = dict(body)
             out["messages"] = with_tail_state(list(prefix.messages), tail)
+            stable = len(prefix.messages) - (1 if tail is not None and out["messages"][-1] is not tail else 0)
             recall = False
             if policy.recall.enabled:
                 offered = offer_tool(out) if prefix.refs else None
@@ -174,7 +215,8 @@ class Engine:
                     total -= self.recall_tokens
             return Prepared(out, branch.session_id, policy.name, original, total, budget.limit, budget.room, compacted,
                             rewritten=True, new_messages=resolved.new_messages, branch=branch, recall=recall,
-                            retrieved=bool(retrieved), epoch=epoch if compacted else None)
+                            retrieved=bool(retrieved), epoch=epoch if compacted else None, stable=stable,
+                            head=prefix.head)
         except Exception:
             self.sessions.forget(branch)
             raise

@@ -14,7 +14,7 @@ import asyncio
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable
 
 import aiohttp
 import orjson
@@ -37,6 +37,9 @@ CONNECTION_PARAMS = frozenset({
     "model", "api_base", "base_url", "api_key", "custom_llm_provider", "extra_headers", "timeout",
     "stream_timeout", "max_retries", "organization", "api_version", "rpm", "tpm", "num_retries",
 })
+
+
+StreamError = Callable[[str, str, str, bytes], bytes]  # (message, type, code, tail) -> the event ending a stream
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,11 @@ class Upstream:
                                     stream=bool(body.get("stream")))
         return await self._litellm_chat(target, body, caller_key)
 
+    async def responses(self, target: Route, body: dict[str, Any], caller_key: str | None,
+                        client_headers: dict[str, str], path: str = "/responses") -> Reply | Stream:
+        """A Responses API request to an OpenAI-compatible deployment, relayed as it comes."""
+        return await self._http(target, path, body, caller_key, client_headers, stream=bool(body.get("stream")))
+
     async def embeddings(self, target: Route, body: dict[str, Any], caller_key: str | None,
                          client_headers: dict[str, str]) -> Reply:
         if target.fast:
@@ -128,7 +136,7 @@ class Upstream:
         payload = {key: value for key, value in params.items() if key not in CONNECTION_PARAMS and key not in body}
         payload.update(body)
         payload["model"] = target.wire_model
-        headers = {"content-type": "application/json", "accept": "text/event-stream" if stream else "application/json"}
+        headers: dict[str, str] = {}
         key = params.get("api_key") or caller_key
         if key:
             headers["authorization"] = f"Bearer {key}"
@@ -138,6 +146,16 @@ class Upstream:
             if name in client_headers and name not in headers:
                 headers[name] = client_headers[name]
         headers.update({str(k).lower(): str(v) for k, v in (params.get("extra_headers") or {}).items()})
+        return await self.post(base, path, payload, headers, stream, check=path != "/embeddings")
+
+    async def post(self, base: str, path: str, payload: dict[str, Any], headers: dict[str, str], stream: bool,
+                   check: bool = True, stream_error: StreamError = sse_error) -> Reply | Stream:
+        """POST `payload` to base + path and relay the answer: a Stream once its first bytes show an event stream,
+        else a Reply (provider errors wrapped in OpenAI's shape unless they already carry an `error` object; with
+        `check`, a successful answer that is not JSON is a 502). `stream_error` writes the event that ends a
+        stream the provider cut or stalled."""
+        headers = {"content-type": "application/json",
+                   "accept": "text/event-stream" if stream else "application/json", **headers}
         try:
             response = await self.session().post(base + path, data=encode_json(payload), headers=headers)
         except (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError) as error:
@@ -158,7 +176,7 @@ class Upstream:
             if stream and response.status < 400 and not content_type.startswith("application/json"):
                 opening = await _opening(response)
                 if _is_event_stream(opening):
-                    return Stream(_relay(response, base, opening), relayed)
+                    return Stream(_relay(response, base, opening, stream_error), relayed)
             content = opening + await response.read()
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as error:
             response.release()
@@ -172,7 +190,7 @@ class Upstream:
         if response.status >= 400:
             return Reply(response.status, _as_openai_error(content, response.status), headers=relayed)
         # Completions are small enough to check whole; embeddings (megabytes of floats) when not labelled JSON.
-        if path == "/chat/completions" or not content_type.startswith("application/json"):
+        if check or not content_type.startswith("application/json"):
             _check_json(content, response.status, base, relayed)
         return Reply(response.status, content, "application/json", relayed)
 
@@ -224,7 +242,8 @@ def _is_event_stream(opening: bytes) -> bool:
     return opening.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(SSE_FIELDS)
 
 
-async def _relay(response: aiohttp.ClientResponse, base: str, opening: bytes = b"") -> AsyncIterator[bytes]:
+async def _relay(response: aiohttp.ClientResponse, base: str, opening: bytes = b"",
+                 stream_error: StreamError = sse_error) -> AsyncIterator[bytes]:
     """Provider bytes as they arrive (`opening`, already read, first). A cut or stalled stream ends with an
     OpenAI-style error event, on an event boundary, so SDK clients raise instead of waiting or silently
     truncating."""
@@ -237,10 +256,10 @@ async def _relay(response: aiohttp.ClientResponse, base: str, opening: bytes = b
                 tail = chunk[-2:]
                 yield chunk
     except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-        yield sse_error(f"upstream {base} stalled mid-stream", "upstream_timeout", "timeout", tail)
+        yield stream_error(f"upstream {base} stalled mid-stream", "upstream_timeout", "timeout", tail)
     except aiohttp.ClientError as error:
-        yield sse_error(f"upstream {base} cut the stream: {error.__class__.__name__}", "upstream_error",
-                        "stream_cut", tail)
+        yield stream_error(f"upstream {base} cut the stream: {error.__class__.__name__}", "upstream_error",
+                           "stream_cut", tail)
     finally:
         response.release()
 
