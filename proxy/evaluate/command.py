@@ -1,6 +1,6 @@
 """`workset eval TRACES... [--policy NAME_OR_PATH ...] [--baselines] [--limit N] [--json PATH] [--plot PATH.png]
-[--text-agent] [--show-missed]`; the word `scenarios` as a trace argument (when no such file exists) replays the
-built-in probe scenarios (proxy.evaluate.scenarios)."""
+[--text-agent] [--show-missed] [--format chat|anthropic|responses]`; the word `scenarios` as a trace argument (when
+no such file exists) replays the built-in probe scenarios (proxy.evaluate.scenarios)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,17 @@ import orjson
 from ..cli import load_settings
 from ..policy import Policy, load_policies
 from ..tokens import TokenCounter
+from .formats import FORMATS
 from .metrics import probe_checks
 from .report import has_probe_checks, markdown_table, missed_lines, plot, probe_table, write_json
 from .run import Evaluation, MessageTokens, agent_turns, evaluate
 from .strategies import (
+    WIRES,
     ForwardAll,
     Mask,
     PolicyStrategy,
     Strategy,
+    ThroughWire,
     Truncate,
     fake_summary,
     part_variants,
@@ -61,6 +64,11 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--text-agent", action="store_true",
                         help="replay each trace as a text-based agent sends it (commands as fenced blocks, their "
                              "output as user messages, no tools); the dataset is named NAME-text")
+    parser.add_argument("--format", choices=FORMATS, default="chat",
+                        help="the wire format each request is replayed in (default chat): anthropic (Messages, as "
+                             "Claude Code sends it) or responses (as Codex sends it), through the server's edge for "
+                             "it; baselines get the request as workset reads it from that format. A dataset replayed "
+                             "in another format than chat is named NAME-FORMAT")
     parser.add_argument("--show-missed", action="store_true",
                         help="list the probe checks each strategy missed on stderr (trace, check, kind, why)")
     parser.set_defaults(handler=main)
@@ -134,14 +142,16 @@ def build_strategies(args: argparse.Namespace, counter: TokenCounter, tokens_of:
         policies.update({variant.name: variant for variant in part_variants(default)})
     engine = policy_engine(policies, counter)
     baseline_budget = args.budget or engine.budget_tokens(args.model, default)
-    strategies: list[Strategy] = [ForwardAll(baseline_budget)]
+    baselines: list[Strategy] = [ForwardAll(baseline_budget)]
     if args.baselines:
         observations = {trace["id"]: frozenset(trace["observations"]) for trace in traces if trace.get("observations")}
-        strategies += [Truncate(baseline_budget, counter, tokens_of),
-                       Mask(args.mask_keep, baseline_budget, observations)]
-    strategies += [PolicyStrategy(policy, engine, args.model, summarize=fake_summary)
-                   for policy in policies.values()]
-    return strategies
+        baselines += [Truncate(baseline_budget, counter, tokens_of),
+                      Mask(args.mask_keep, baseline_budget, observations)]
+    wire = WIRES[args.format]
+    if wire.name != "chat":
+        baselines = [ThroughWire(baseline, wire, args.model) for baseline in baselines]
+    return baselines + [PolicyStrategy(policy, engine, args.model, summarize=fake_summary, wire=wire)
+                        for policy in policies.values()]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -152,6 +162,7 @@ def main(args: argparse.Namespace) -> int:
     datasets: dict[str, Evaluation] = {}
     for argument in args.traces:
         name, traces = load_dataset(argument, args.limit, args.text_agent)
+        name += f"-{args.format}" if args.format != "chat" else ""
         strategies = build_strategies(args, counter, tokens_of, traces)
         total = sum(len(agent_turns(trace["messages"])) for trace in traces)
         with tqdm(total=total, desc=name, unit="turn", file=sys.stderr, leave=False, disable=None) as bar:
@@ -159,7 +170,7 @@ def main(args: argparse.Namespace) -> int:
                                   tokens_of=tokens_of)
         datasets[name] = evaluation
         budgets = ", ".join(f"{s.name} {s.budget:,}" for s in strategies)
-        print(f"\n### {name}: {len(traces)} traces, {total} turns (budgets: {budgets})\n")
+        print(f"\n### {name}: {len(traces)} traces, {total} turns, {args.format} format (budgets: {budgets})\n")
         print(markdown_table(evaluation.rows))
         if has_probe_checks(evaluation.rows):
             print(f"\nProbe checks kept, by kind, and tokens forwarded ({name}):\n")

@@ -1,5 +1,5 @@
 """Context strategies compared by `workset eval`: the usual baselines, and workset's own policies run through the
-same Engine the server uses."""
+same Engine the server uses, in any of the wire formats the server speaks (`Wire`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Protocol
 
 from ..config import Config, IngestSettings
+from ..edges import CHAT, MESSAGES, RESPONSES, Edge
 from ..engine import Engine
 from ..hashing import key_hash
 from ..policy import Policy
@@ -18,6 +19,7 @@ from ..store import Store
 from ..tokens import TokenCounter
 from ..upstream import context_window
 from ..workingset import Pairing, first_user
+from .formats import to_wire
 
 MASK_PLACEHOLDER = "[output omitted]"
 EVAL_CALLER = key_hash("workset-eval")
@@ -33,6 +35,46 @@ class Forwarded:
     messages: list[Message]
     compacted: bool = False
     budget: int = 0  # this request's budget when it differs per request (an auto budget's room), else 0
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A wire format as the eval replays it: the trace's request as that format's client sends it
+    (evaluate.formats), and the server's edge for it (proxy.edges), which reads a body into the internal (chat)
+    messages the metrics are computed on and writes the working set back."""
+
+    name: str  # chat, anthropic, responses
+    edge: Edge
+    # Anthropic's render joins consecutive user messages into one (the task and workset's compacted message), and
+    # the edge reads the joined text blocks back as one message; the provider caches them block by block all the
+    # same. Measured as one message each, as chat sends them, so the cached cost counts what a cache would reuse.
+    split_text_blocks: bool = False
+
+    def request(self, model: str, messages: list[Message], tools: list[Any] | None) -> dict[str, Any]:
+        return to_wire(self.name, model, messages, tools)
+
+    def read(self, body: dict[str, Any]) -> list[Message]:
+        """The messages of a wire body, as workset reads them."""
+        messages = self.edge.to_internal(body)["messages"]
+        return text_blocks_apart(messages) if self.split_text_blocks else messages
+
+
+def text_blocks_apart(messages: list[Message]) -> list[Message]:
+    """Each user message made only of text blocks, as one user message per block."""
+    out: list[Message] = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, list) and len(content) > 1 and all(
+                isinstance(block, dict) and block.keys() == {"type", "text"} and block["type"] == "text"
+                for block in content):
+            out.extend({"role": "user", "content": block["text"]} for block in content)
+        else:
+            out.append(message)
+    return out
+
+
+WIRES = {wire.name: wire for wire in (Wire("chat", CHAT), Wire("anthropic", MESSAGES, split_text_blocks=True),
+                                      Wire("responses", RESPONSES))}
 
 
 class Strategy(Protocol):
@@ -113,11 +155,31 @@ class Mask:
         pass
 
 
+class ThroughWire:
+    """A baseline given each request as workset reads it from a wire format (the trace sent in that format, read
+    back by the edge), so its figures compare with a policy's in that format like with like."""
+
+    def __init__(self, inner: Strategy, wire: Wire, model: str) -> None:
+        self.inner = inner
+        self.wire = wire
+        self.model = model
+        self.name = inner.name
+        self.budget = inner.budget
+
+    def forward(self, trace_id: str, messages: list[Message], tools: list[Any] | None) -> Forwarded:
+        return self.inner.forward(trace_id, self.wire.read(self.wire.request(self.model, messages, tools)), tools)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class PolicyStrategy:
-    """A workset policy, through Engine.prepare and Engine.settle: the server's own code path."""
+    """A workset policy, through the server's own code path (app._admit): the request in the client's wire format,
+    read by its edge, Engine.prepare and Engine.settle, written back by the edge; what is forwarded is measured as
+    the edge reads that body back."""
 
     def __init__(self, policy: Policy, engine: Engine, model: str, caller: str = EVAL_CALLER,
-                 summarize: Callable[[dict[str, Any]], str] | None = None) -> None:
+                 summarize: Callable[[dict[str, Any]], str] | None = None, wire: Wire = WIRES["chat"]) -> None:
         self.name = policy.name
         self.policy = policy
         self.engine = engine
@@ -125,18 +187,20 @@ class PolicyStrategy:
         self.caller = caller  # a key hash, as the server computes from the bearer key
         self.budget = engine.budget_tokens(model, policy)
         self.summarize = summarize  # stands in for summarizer.model: called in line where the server runs a job
+        self.wire = wire
 
     def forward(self, trace_id: str, messages: list[Message], tools: list[Any] | None) -> Forwarded:
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if tools:
-            body["tools"] = tools
-        prepared = self.engine.prepare(body, self.caller, session_for(self.name, trace_id), self.name)
+        edge = self.wire.edge
+        body = self.wire.request(self.model, messages, tools)
+        edge.check(body)
+        prepared = self.engine.prepare(edge.to_internal(body), self.caller, session_for(self.name, trace_id),
+                                       self.name, None, edge.check_messages)
         self.engine.settle(prepared)
         if self.summarize is not None:
             job = self.engine.summary_job(prepared)
             if job is not None:
                 self.engine.summary_done(prepared, job, self.summarize(job.body))
-        return Forwarded(prepared.body["messages"], prepared.compacted, prepared.budget)
+        return Forwarded(self.wire.read(edge.render(body, prepared)), prepared.compacted, prepared.budget)
 
     def close(self) -> None:
         pass
