@@ -4,12 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CONFIG ?= config.yaml
+# The agent CLIs the real-client tests drive (Claude Code, Codex), pinned in package.json / package-lock.json
+NPM := $(shell command -v npm 2>/dev/null)
+NODE_STAMP := node_modules/.installed
 
 TRACES ?= ../shared/traces
 
-.PHONY: install run test bench soak eval clean
+.PHONY: install agents run test bench soak eval clean
 
-install: $(STAMP)
+install: $(STAMP) agents
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +20,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,eval]'
 	touch $(STAMP)
 
-run: install
+# npm ci installs the lockfile's exact versions; without npm the CLIs are skipped (and so are their tests)
+ifneq ($(NPM),)
+agents: $(NODE_STAMP)
+else
+agents:
+	@echo "npm not found: the agent CLIs (package.json) are not installed; tests/test_real_agents.py will skip"
+endif
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+run: $(STAMP)  # the proxy alone: the agent CLIs are for the tests
 	$(BIN)/workset serve --config $(CONFIG)
 
 test: install
