@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from servers import ServerProcess, free_port  # noqa: E402
 
+from proxy.evaluate.formats import to_wire  # noqa: E402
+
 TRACES = ROOT.parent / "shared" / "traces" / "swe-dev.jsonl.gz"
 
 
@@ -64,28 +66,33 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
 
 
+PATHS = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
+
+
 def measure_turns(proxy: str, direct: str, messages: list[dict[str, Any]], tools: list[Any], length: int,
-                  rounds: int, model: str) -> dict[str, float]:
+                  rounds: int, model: str, wire: str = "chat") -> dict[str, float]:
     end = turn_at(messages, length)
     start = end - 2  # the already-seen history: the turn adds an assistant message and its tool result
     through, straight, own = [], [], []
+    path = PATHS[wire]
+    base = {"authorization": "Bearer bench", "anthropic-version": "2023-06-01"} if wire == "anthropic" else \
+        {"authorization": "Bearer bench"}
     with httpx.Client(timeout=30) as client:
         for round_number in range(rounds + 2):
-            session = f"bench-{length}-{round_number}-{time.time_ns()}"
-            history = {"model": model, "messages": messages[:start], "tools": tools}
-            turn = {"model": model, "messages": messages[:end], "tools": tools}
-            headers = {"authorization": "Bearer bench", "x-workset-session": session}
-            client.post(proxy + "/v1/chat/completions", json=history, headers=headers).raise_for_status()
+            session = f"bench-{wire}-{length}-{round_number}-{time.time_ns()}"
+            history = to_wire(wire, model, messages[:start], tools)
+            turn = to_wire(wire, model, messages[:end], tools)
+            headers = {**base, "x-workset-session": session}
+            client.post(proxy + path, json=history, headers=headers).raise_for_status()
             time.sleep(0.3)  # "already seen": its ingest and store writes are done, as between an agent's turns
             body = json.dumps(turn).encode()
             began = time.perf_counter()
-            response = client.post(proxy + "/v1/chat/completions", content=body,
-                                   headers={**headers, "content-type": "application/json"})
+            response = client.post(proxy + path, content=body, headers={**headers, "content-type": "application/json"})
             elapsed = time.perf_counter() - began
             response.raise_for_status()
             began = time.perf_counter()
-            client.post(direct + "/v1/chat/completions", content=body,
-                        headers={"authorization": "Bearer bench", "content-type": "application/json"}).raise_for_status()
+            client.post(direct + path, content=body,
+                        headers={**base, "content-type": "application/json"}).raise_for_status()
             direct_elapsed = time.perf_counter() - began
             if round_number < 2:
                 continue  # warm-up
@@ -153,6 +160,7 @@ def main() -> None:
         "policy": args.policy,
         "store": {"path": str(folder / "bench.db")},
         "logging": {"level": "info" if args.log else "warning"},
+        "upstream": {"anthropic_base": f"http://127.0.0.1:{provider_port}"},
     }
     if args.extract_processes is not None:
         config["ingest"] = {"extract_processes": args.extract_processes}
@@ -180,6 +188,19 @@ def main() -> None:
             print(f"{row['messages']:>8} {row['tokens_sent']:>7} {row['direct_median']:>10.2f} {row['proxy_median']:>9.2f} "
                   f"{row['added_median']:>10.2f} {row['added_p95']:>10.2f} {row['own_median']:>8.2f} "
                   f"{row['own_p95']:>8.2f} {share:>9.0%}")
+        formats = {}
+        for wire in ("anthropic", "responses"):
+            formats[wire] = [measure_turns(proxy.url, provider.url, messages, tools, length, args.rounds, args.model,
+                                           wire) for length in (100, 300)]
+        print("the same turns as Anthropic Messages and as Responses (added median, own median; vs chat):")
+        chat_rows = {row["messages"]: row for row in rows}
+        gaps = []
+        for wire, measured in formats.items():
+            for row in measured:
+                gap = row["added_median"] - chat_rows[row["messages"]]["added_median"]
+                gaps.append(gap)
+                print(f"  {wire:<10} {row['messages']:>4} messages: added {row['added_median']:.2f} ms, own "
+                      f"{row['own_median']:.2f} ms ({gap:+.2f} ms vs chat)")
         end = turn_at(messages, 100)
         body = json.dumps({"model": args.model, "messages": messages[:end], "tools": tools}).encode()
         try:
@@ -198,6 +219,8 @@ def main() -> None:
         print(f"  300-message turn <= 2x 10-message turn (added): {ratio:.2f}x {'ok' if ratio <= 2 else 'MISSED'}")
         print(f"  added median < 10 ms: {max(r['added_median'] for r in rows):.2f} ms "
               f"{'ok' if max(r['added_median'] for r in rows) < 10 else 'MISSED'}")
+        print(f"  /v1/messages and /v1/responses within 1 ms of chat: {max(gaps):+.2f} ms at most "
+              f"{'ok' if max(gaps) <= 1 else 'MISSED'}")
     if args.log:
         Path(args.log).write_text(proxy.output())
 

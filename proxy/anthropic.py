@@ -138,13 +138,17 @@ def to_internal(body: dict[str, Any]) -> dict[str, Any]:
 def _content(content: Any) -> Any:
     """Content without cache breakpoints, and a lone text block as its text: Claude Code writes the message its
     breakpoint is on as blocks and the same message as a string on the next turn; both are one message."""
-    if not isinstance(content, list):
+    if type(content) is not list:
         return content
-    blocks = [_plain(block) if isinstance(block, dict) else block for block in content]
-    if len(blocks) == 1 and isinstance(blocks[0], dict) and blocks[0].get("type") == "text" and len(blocks[0]) == 2 \
-            and isinstance(blocks[0].get("text"), str):
-        return blocks[0]["text"]
-    return blocks
+    if len(content) == 1:
+        block = content[0]
+        if type(block) is dict and block.get("type") == "text" and type(block.get("text")) is str \
+                and len(block) == 2 + ("cache_control" in block):
+            return block["text"]
+    for block in content:  # runs on every message of every request: copied only when a breakpoint is on it
+        if type(block) is dict and "cache_control" in block:
+            return [_plain(part) if type(part) is dict else part for part in content]
+    return content
 
 
 def _plain(block: dict[str, Any]) -> dict[str, Any]:
@@ -166,8 +170,7 @@ def _assistant(content: str | list[dict[str, Any]]) -> Message:
                                   "function": {"name": block["name"],
                                                "arguments": encode_json(block.get("input", {})).decode()}}
                                  for block in uses]
-        if blocks[-len(uses):] != uses:  # text after a tool_use: written back in its own order
-            message[WIRE] = {"blocks": blocks}
+        message[WIRE] = {"blocks": blocks}  # written back as they came, in their order (no JSON parsed again)
     return message
 
 
