@@ -70,47 +70,60 @@ PATHS = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses
 
 
 def measure_turns(proxy: str, direct: str, messages: list[dict[str, Any]], tools: list[Any], length: int,
-                  rounds: int, model: str, wire: str = "chat") -> dict[str, float]:
+                  rounds: int, model: str, wires: tuple[str, ...] = ("chat",)) -> dict[str, dict[str, float]]:
+    """Per wire format: the turn's latency through workset and straight to the provider. With several formats,
+    each round sends the same turn in every format back to back, so the machine's drift touches them alike, and
+    `gap_median` is the median of the round-by-round differences from the first format's added latency."""
     end = turn_at(messages, length)
     start = end - 2  # the already-seen history: the turn adds an assistant message and its tool result
-    through, straight, own = [], [], []
-    path = PATHS[wire]
-    base = {"authorization": "Bearer bench", "anthropic-version": "2023-06-01"} if wire == "anthropic" else \
-        {"authorization": "Bearer bench"}
+    through: dict[str, list[float]] = {wire: [] for wire in wires}
+    straight: dict[str, list[float]] = {wire: [] for wire in wires}
+    own: dict[str, list[float]] = {wire: [] for wire in wires}
+    sent: dict[str, int] = {}
     with httpx.Client(timeout=30) as client:
         for round_number in range(rounds + 2):
-            session = f"bench-{wire}-{length}-{round_number}-{time.time_ns()}"
-            history = to_wire(wire, model, messages[:start], tools)
-            turn = to_wire(wire, model, messages[:end], tools)
-            headers = {**base, "x-workset-session": session}
-            client.post(proxy + path, json=history, headers=headers).raise_for_status()
-            time.sleep(0.3)  # "already seen": its ingest and store writes are done, as between an agent's turns
-            body = json.dumps(turn).encode()
-            began = time.perf_counter()
-            response = client.post(proxy + path, content=body, headers={**headers, "content-type": "application/json"})
-            elapsed = time.perf_counter() - began
-            response.raise_for_status()
-            began = time.perf_counter()
-            client.post(direct + path, content=body,
-                        headers={**base, "content-type": "application/json"}).raise_for_status()
-            direct_elapsed = time.perf_counter() - began
-            if round_number < 2:
-                continue  # warm-up
-            through.append(elapsed * 1000)
-            straight.append(direct_elapsed * 1000)
-            own.append(float(response.headers["x-workset-ms"]))
-            sent = int(response.headers["x-workset-tokens-sent"])
-    added = [a - b for a, b in zip(through, straight)]
-    return {
-        "messages": end,
-        "proxy_median": statistics.median(through),
-        "direct_median": statistics.median(straight),
-        "added_median": statistics.median(added),
-        "added_p95": percentile(added, 0.95),
-        "own_median": statistics.median(own),
-        "own_p95": percentile(own, 0.95),
-        "tokens_sent": sent,
-    }
+            for wire in wires:
+                path = PATHS[wire]
+                base = {"authorization": "Bearer bench"}
+                if wire == "anthropic":
+                    base["anthropic-version"] = "2023-06-01"
+                session = f"bench-{wire}-{length}-{round_number}-{time.time_ns()}"
+                headers = {**base, "x-workset-session": session}
+                history = to_wire(wire, model, messages[:start], tools)
+                client.post(proxy + path, json=history, headers=headers).raise_for_status()
+                time.sleep(0.3)  # "already seen": its ingest and store writes are done, as between an agent's turns
+                body = json.dumps(to_wire(wire, model, messages[:end], tools)).encode()
+                began = time.perf_counter()
+                response = client.post(proxy + path, content=body,
+                                       headers={**headers, "content-type": "application/json"})
+                elapsed = time.perf_counter() - began
+                response.raise_for_status()
+                began = time.perf_counter()
+                client.post(direct + path, content=body,
+                            headers={**base, "content-type": "application/json"}).raise_for_status()
+                direct_elapsed = time.perf_counter() - began
+                if round_number < 2:
+                    continue  # warm-up
+                through[wire].append(elapsed * 1000)
+                straight[wire].append(direct_elapsed * 1000)
+                own[wire].append(float(response.headers["x-workset-ms"]))
+                sent[wire] = int(response.headers["x-workset-tokens-sent"])
+    rows: dict[str, dict[str, float]] = {}
+    reference = [a - b for a, b in zip(through[wires[0]], straight[wires[0]])]
+    for wire in wires:
+        added = [a - b for a, b in zip(through[wire], straight[wire])]
+        rows[wire] = {
+            "messages": end,
+            "proxy_median": statistics.median(through[wire]),
+            "direct_median": statistics.median(straight[wire]),
+            "added_median": statistics.median(added),
+            "added_p95": percentile(added, 0.95),
+            "own_median": statistics.median(own[wire]),
+            "own_p95": percentile(own[wire], 0.95),
+            "tokens_sent": sent[wire],
+            "gap_median": statistics.median([a - b for a, b in zip(added, reference)]),
+        }
+    return rows
 
 
 async def throughput(url: str, body: bytes, clients: int, seconds: float, workset: bool) -> float:
@@ -182,25 +195,23 @@ def main() -> None:
               f"{'own med':>8} {'own p95':>8} {'own share':>9}")
         rows = []
         for length in (10, 100, 300):
-            row = measure_turns(proxy.url, provider.url, messages, tools, length, args.rounds, args.model)
+            row = measure_turns(proxy.url, provider.url, messages, tools, length, args.rounds, args.model)["chat"]
             rows.append(row)
             share = row["own_median"] / row["added_median"] if row["added_median"] > 0 else float("nan")
             print(f"{row['messages']:>8} {row['tokens_sent']:>7} {row['direct_median']:>10.2f} {row['proxy_median']:>9.2f} "
                   f"{row['added_median']:>10.2f} {row['added_p95']:>10.2f} {row['own_median']:>8.2f} "
                   f"{row['own_p95']:>8.2f} {share:>9.0%}")
-        formats = {}
-        for wire in ("anthropic", "responses"):
-            formats[wire] = [measure_turns(proxy.url, provider.url, messages, tools, length, args.rounds, args.model,
-                                           wire) for length in (100, 300)]
-        print("the same turns as Anthropic Messages and as Responses (added median, own median; vs chat):")
-        chat_rows = {row["messages"]: row for row in rows}
+        print("the same turns in each wire format, interleaved round by round (added and own medians; the gap is "
+              "the median of each round's difference from chat):")
         gaps = []
-        for wire, measured in formats.items():
-            for row in measured:
-                gap = row["added_median"] - chat_rows[row["messages"]]["added_median"]
-                gaps.append(gap)
+        for length in (100, 300):
+            measured = measure_turns(proxy.url, provider.url, messages, tools, length, args.rounds, args.model,
+                                     ("chat", "anthropic", "responses"))
+            for wire, row in measured.items():
+                if wire != "chat":
+                    gaps.append(row["gap_median"])
                 print(f"  {wire:<10} {row['messages']:>4} messages: added {row['added_median']:.2f} ms, own "
-                      f"{row['own_median']:.2f} ms ({gap:+.2f} ms vs chat)")
+                      f"{row['own_median']:.2f} ms, gap {row['gap_median']:+.2f} ms")
         end = turn_at(messages, 100)
         body = json.dumps({"model": args.model, "messages": messages[:end], "tools": tools}).encode()
         try:

@@ -53,32 +53,13 @@ RECALL_TOOL_DEFINITION: dict[str, Any] = {
 
 def check(body: dict[str, Any]) -> None:
     """What workset reads of a Messages request, well-typed: a 400 naming the problem otherwise (the provider
-    checks the rest)."""
+    checks the rest). Each message is checked as it is read (read_messages), once per conversation."""
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise bad_request("'model' must be a non-empty string", "model", "invalid_type")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty array", "messages", "invalid_type")
-    for index, message in enumerate(messages):
-        where = f"messages[{index}]"
-        if type(message) is not dict or message.get("role") not in ROLES:
-            raise bad_request(f"{where} must be an object with role 'user', 'assistant' or 'system'", where,
-                              "invalid_value")
-        content = message.get("content")
-        if type(content) is str:
-            continue
-        if type(content) is not list or any(type(block) is not dict for block in content):
-            raise bad_request(f"{where}.content must be a string or an array of content blocks", f"{where}.content",
-                              "invalid_type")
-        for number, block in enumerate(content):
-            kind = block.get("type")
-            if kind == "tool_use" and (type(block.get("id")) is not str or type(block.get("name")) is not str):
-                raise bad_request(f"{where}.content[{number}]: a tool_use block needs a string id and name",
-                                  f"{where}.content[{number}]", "invalid_type")
-            if kind == "tool_result" and type(block.get("tool_use_id")) is not str:
-                raise bad_request(f"{where}.content[{number}]: a tool_result block needs a string tool_use_id",
-                                  f"{where}.content[{number}]", "invalid_type")
     system = body.get("system")
     if system is not None and type(system) is not str and (
             type(system) is not list or any(type(block) is not dict for block in system)):
@@ -110,29 +91,64 @@ def client_session(headers: Mapping[str, str], body: dict[str, Any]) -> str | No
     return found.group(1) if found else None
 
 
-def to_internal(body: dict[str, Any]) -> dict[str, Any]:
-    """The request in the internal (chat) form: model, messages, tools as functions, stream."""
+def to_internal(body: dict[str, Any], read: list[Message] | None = None) -> dict[str, Any]:
+    """The request in the internal (chat) form: model, messages, tools as functions, stream. `read`: its
+    messages as read_messages read them already (see proxy.translation)."""
     messages: list[Message] = []
     system = body.get("system")
     if system:  # sent back as the request's own `system`, as the client wrote it
         messages.append({"role": "system", "content": _content(system), WIRE: {"system": True}})
-    for message in body["messages"]:
+    messages.extend(read if read is not None else read_messages(body["messages"])[0])
+    internal: dict[str, Any] = {"model": body["model"], "messages": messages, "stream": bool(body.get("stream"))}
+    tools = [_as_function(tool) for tool in body.get("tools") or ()]
+    if tools:
+        internal["tools"] = tools
+    return internal
+
+
+def read_messages(wire: list[Any], start: int = 0) -> tuple[list[Message], list[int]]:
+    """Internal messages for wire[start:], each message checked as it is read (a 400 naming it), and after each
+    one how many internal messages it completed (every Anthropic message is a clean cut)."""
+    messages: list[Message] = []
+    cuts: list[int] = []
+    for index in range(start, len(wire)):
+        message = _checked(wire[index], index)
         content = message["content"]
         role = message["role"]
         if role == "assistant":
             messages.append(_assistant(content))
         elif role == "system":  # among the messages: kept where it is, with its own fields (output_config)
             extra = {key: value for key, value in message.items() if key not in ("role", "content")}
-            messages.append({"role": "system", "content": _content(content), **({WIRE: {"fields": extra}} if extra else {})})
+            messages.append({"role": "system", "content": _content(content),
+                             **({WIRE: {"fields": extra}} if extra else {})})
         elif isinstance(content, str):
             messages.append({"role": "user", "content": content})
         else:
             messages.extend(_user(content))
-    internal: dict[str, Any] = {"model": body["model"], "messages": messages, "stream": bool(body.get("stream"))}
-    tools = [_as_function(tool) for tool in body.get("tools") or ()]
-    if tools:
-        internal["tools"] = tools
-    return internal
+        cuts.append(len(messages))
+    return messages, cuts
+
+
+def _checked(message: Any, index: int) -> dict[str, Any]:
+    where = f"messages[{index}]"
+    if type(message) is not dict or message.get("role") not in ROLES:
+        raise bad_request(f"{where} must be an object with role 'user', 'assistant' or 'system'", where,
+                          "invalid_value")
+    content = message.get("content")
+    if type(content) is str:
+        return message
+    if type(content) is not list or any(type(block) is not dict for block in content):
+        raise bad_request(f"{where}.content must be a string or an array of content blocks", f"{where}.content",
+                          "invalid_type")
+    for number, block in enumerate(content):
+        kind = block.get("type")
+        if kind == "tool_use" and (type(block.get("id")) is not str or type(block.get("name")) is not str):
+            raise bad_request(f"{where}.content[{number}]: a tool_use block needs a string id and name",
+                              f"{where}.content[{number}]", "invalid_type")
+        if kind == "tool_result" and type(block.get("tool_use_id")) is not str:
+            raise bad_request(f"{where}.content[{number}]: a tool_result block needs a string tool_use_id",
+                              f"{where}.content[{number}]", "invalid_type")
+    return message
 
 
 def _content(content: Any) -> Any:
@@ -162,16 +178,26 @@ def _assistant(content: str | list[dict[str, Any]]) -> Message:
     content = _content(content)
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
-    blocks = content
-    uses = [block for block in blocks if block.get("type") == "tool_use"]
-    message: Message = {"role": "assistant", "content": [block for block in blocks if block.get("type") != "tool_use"]}
-    if uses:
-        message["tool_calls"] = [{"id": block["id"], "type": "function",
-                                  "function": {"name": block["name"],
-                                               "arguments": encode_json(block.get("input", {})).decode()}}
-                                 for block in uses]
-        message[WIRE] = {"blocks": blocks}  # written back as they came, in their order (no JSON parsed again)
+    blocks: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    for block in content:  # one pass: this runs on every assistant message of every request
+        if block.get("type") == "tool_use":
+            calls.append({"id": block["id"], "type": "function",
+                          "function": {"name": block["name"], "arguments": _json(block.get("input", {}))}})
+        else:
+            blocks.append(block)
+    message: Message = {"role": "assistant", "content": blocks}
+    if calls:
+        message["tool_calls"] = calls
+        message[WIRE] = {"blocks": content}  # written back as they came, in their order (no JSON parsed again)
     return message
+
+
+def _json(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:  # nested past orjson's depth
+        return encode_json(value).decode()
 
 
 def _user(content: list[dict[str, Any]]) -> list[Message]:

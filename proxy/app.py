@@ -34,6 +34,7 @@ from .retention import start_retention
 from .store import Scope, Store
 from .summarize import Job, summary_text
 from .tokens import TokenCounter
+from .translation import Translations
 from .upstream import Reply, Stream, Upstream, context_window, route
 from .validate import SESSION_HEADER, check_model, explicit_session, parse_json_object
 
@@ -52,6 +53,7 @@ class Workset:
     upstream: Upstream
     store: Store
     workers: ThreadPoolExecutor  # workset's own CPU and store work runs here, never on the event loop
+    translations: Translations  # each conversation's last request in its wire format, as read (only a cache)
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, summaries)
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
@@ -76,7 +78,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
     engine = Engine(config, policies, store, counter, context_window, extractor)
     upstream = Upstream(config.upstream)
     workers = ThreadPoolExecutor(config.server.worker_threads, thread_name_prefix="workset-worker")
-    workset = Workset(config, engine, upstream, store, workers)
+    workset = Workset(config, engine, upstream, store, workers, Translations(config.cache.max_sessions))
     log = get_logger()
 
     @asynccontextmanager
@@ -259,7 +261,7 @@ def _prepare(workset: Workset, edge: Edge, body: dict[str, Any], caller: str, ex
     the request as sent."""
     internal: dict[str, Any] | None = None
     try:
-        internal = edge.to_internal(body)
+        internal = edge.to_internal(body, workset.translations, f"{edge.name}\0{caller}\0{explicit or client or ''}")
         return workset.engine.prepare(internal, caller, explicit, policy_name, client, edge.check_messages)
     except WorksetError:
         raise  # the client's own error (a malformed message): a 400, not a workset failure

@@ -19,6 +19,7 @@ from .config import Config
 from .engine import Prepared
 from .errors import WorksetError, json_response
 from .records import Message
+from .translation import Translations
 from .upstream import DEFAULT_OPENAI_BASE, Reply, Route, Stream, Upstream, route
 from .validate import check_chat, check_messages
 
@@ -37,8 +38,10 @@ class Edge(Protocol):
     def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
         """The session the client names in its own header or field (Claude Code's, Codex's), if any."""
 
-    def to_internal(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The request in the internal (chat) form the core works on."""
+    def to_internal(self, body: dict[str, Any], translations: Translations | None = None,
+                    key: str = "") -> dict[str, Any]:
+        """The request in the internal (chat) form the core works on (`translations`: what the conversation
+        `key` was read as last time, to read only what is new)."""
 
     def check_messages(self, messages: list[Message], start: int) -> None:
         """Checks of internal messages not seen before (a translated request was checked whole by `check`)."""
@@ -105,7 +108,8 @@ class ChatEdge:
     def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
         return None
 
-    def to_internal(self, body: dict[str, Any]) -> dict[str, Any]:
+    def to_internal(self, body: dict[str, Any], translations: Translations | None = None,
+                    key: str = "") -> dict[str, Any]:
         return body
 
     def check_messages(self, messages: list[Message], start: int) -> None:
@@ -180,8 +184,10 @@ class MessagesEdge:
     def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
         return anthropic.client_session(headers, body)
 
-    def to_internal(self, body: dict[str, Any]) -> dict[str, Any]:
-        return anthropic.to_internal(body)
+    def to_internal(self, body: dict[str, Any], translations: Translations | None = None,
+                    key: str = "") -> dict[str, Any]:
+        read = translations.read(key, body["messages"], anthropic.read_messages) if translations else None
+        return anthropic.to_internal(body, read)
 
     def check_messages(self, messages: list[Message], start: int) -> None:
         return None  # checked whole, in the client's format, by `check`
@@ -262,8 +268,12 @@ class ResponsesEdge:
     def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
         return responses.client_session(headers, body)
 
-    def to_internal(self, body: dict[str, Any]) -> dict[str, Any]:
-        return responses.to_internal(body)
+    def to_internal(self, body: dict[str, Any], translations: Translations | None = None,
+                    key: str = "") -> dict[str, Any]:
+        items = body["input"]
+        read = translations.read(key, items, responses.read_messages) \
+            if translations and isinstance(items, list) else None
+        return responses.to_internal(body, read)
 
     def check_messages(self, messages: list[Message], start: int) -> None:
         return None  # checked whole, in the client's format, by `check`

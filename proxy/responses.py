@@ -79,8 +79,9 @@ def provider_holds_history(body: dict[str, Any]) -> bool:
     return bool(body.get("previous_response_id")) or bool(body.get("conversation"))
 
 
-def to_internal(body: dict[str, Any]) -> dict[str, Any]:
-    """The request in the internal (chat) form: model, messages, tools as functions, stream."""
+def to_internal(body: dict[str, Any], read: list[Message] | None = None) -> dict[str, Any]:
+    """The request in the internal (chat) form: model, messages, tools as functions, stream. `read`: its input
+    items as read_messages read them already (see proxy.translation)."""
     messages: list[Message] = []
     instructions = body.get("instructions")
     if instructions:
@@ -89,29 +90,40 @@ def to_internal(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(items, str):
         messages.append({"role": "user", "content": items})
     else:
-        turn: list[dict[str, Any]] = []  # items the model produced, since the last message or output
-        for item in items:
-            kind = item.get("type") or ("message" if "role" in item else "")
-            handed_off = _handoff_text(item) if kind == "compaction" else None
-            if handed_off is not None:  # workset's own compaction item: what it stands for
-                _close(turn, messages)
-                messages.append({"role": "user", "content": handed_off})
-            elif kind == "message" and item.get("role") != "assistant":
-                _close(turn, messages)
-                messages.append({"role": str(item.get("role")), "content": item.get("content"),
-                                 WIRE: {"item": _template(item, "content")}})
-            elif kind in OUTPUT_TYPES:
-                _close(turn, messages)
-                messages.append({"role": "tool", "tool_call_id": str(item.get("call_id") or item.get("id") or ""),
-                                 "content": item.get("output"), WIRE: {"item": _template(item, "output")}})
-            else:
-                turn.append(item)
-        _close(turn, messages)
+        messages.extend(read if read is not None else read_messages(items)[0])
     internal: dict[str, Any] = {"model": body["model"], "messages": messages, "stream": bool(body.get("stream"))}
     tools = [_as_chat_tool(tool) for tool in body.get("tools") or ()]
     if tools:
         internal["tools"] = tools
     return internal
+
+
+def read_messages(items: list[Any], start: int = 0) -> tuple[list[Message], list[int]]:
+    """Internal messages for items[start:], and after each item how many internal messages are complete, or -1
+    where the item may still be followed by more of the same model turn (no clean cut there)."""
+    messages: list[Message] = []
+    cuts: list[int] = []
+    turn: list[dict[str, Any]] = []  # items the model produced, since the last message or output
+    for index in range(start, len(items)):
+        item = items[index]
+        kind = item.get("type") or ("message" if "role" in item else "")
+        handed_off = _handoff_text(item) if kind == "compaction" else None
+        if handed_off is not None:  # workset's own compaction item: what it stands for
+            _close(turn, messages)
+            messages.append({"role": "user", "content": handed_off})
+        elif kind == "message" and item.get("role") != "assistant":
+            _close(turn, messages)
+            messages.append({"role": str(item.get("role")), "content": item.get("content"),
+                             WIRE: {"item": _template(item, "content")}})
+        elif kind in OUTPUT_TYPES:
+            _close(turn, messages)
+            messages.append({"role": "tool", "tool_call_id": str(item.get("call_id") or item.get("id") or ""),
+                             "content": item.get("output"), WIRE: {"item": _template(item, "output")}})
+        else:
+            turn.append(item)
+        cuts.append(-1 if turn else len(messages))
+    _close(turn, messages)
+    return messages, cuts
 
 
 def _template(item: dict[str, Any], field: str) -> dict[str, Any]:

@@ -53,10 +53,10 @@ def test_anthropic_bodies_are_refused_with_a_400_or_translated_both_ways(message
         body["tools"] = tools
     try:
         anthropic.check(body)
+        internal = anthropic.to_internal(body)  # each message is checked as it is read
     except WorksetError as error:
         assert error.status == 400
         return
-    internal = anthropic.to_internal(body)
     out = anthropic.render(body, internal, stable, head)
     assert str(out).count("cache_control") <= 4 + str(body).count("cache_control")
 
@@ -116,9 +116,9 @@ def test_what_the_edges_accept_the_core_takes_without_failing(tmp_path_factory: 
                            (responses, {"model": "m", "input": items})):
             try:
                 edge.check(body)
+                internal = edge.to_internal(body)
             except WorksetError:
                 continue
-            internal = edge.to_internal(body)
             if not internal["messages"]:
                 continue
             prepared = engine.prepare(internal, "caller", None, "tight", "client-1", lambda m, s: None)
