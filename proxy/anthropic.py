@@ -18,7 +18,7 @@ The recall rounds (proxy.recall) read Anthropic replies and events here.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +27,9 @@ import orjson
 from .errors import WorksetError, bad_request
 from .jsonbytes import encode_json
 from .messages import PINNED_ROLES, tool_name
-from .recall import RECALL_DEFINITION, RECALL_TOOL, Ask, Resolve, add_usage
+from .recall import RECALL_DEFINITION, RECALL_TOOL, add_usage
 from .records import WIRE, Message
-from .sse import event, json_events
+from .sse import event, json_object
 
 CLAUDE_SESSION_HEADER = "x-claude-code-session-id"
 ROLES = frozenset({"user", "assistant", "system"})  # Claude Code sends system messages among the others too
@@ -524,50 +524,49 @@ def _apply(block: _Block, delta: dict[str, Any]) -> None:
         block.data.setdefault("citations", []).append(delta.get("citation"))
 
 
-async def stream(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
-                 deliver_later: Callable[[list[str]], None]) -> AsyncIterator[bytes]:
-    """The client's Messages stream across recall rounds: blocks are relayed as they come, recall calls held back
-    and answered, the next round's blocks follow in the same message; one message_start, one message_delta (usage
-    summed), one message_stop. What goes wrong ends the stream with an error event."""
-    try:
-        current, rounds, usage, offset = first, 0, None, 0
-        while True:
-            held = _Round(first=rounds == 0, offset=offset)
-            async for name, data in json_events(current.chunks):
-                out = held.take(name, data)
-                if out:
-                    yield out
-                if held.failed:
-                    return
-            last = held.flush()
-            if last:
-                yield last
-            usage = add_usage(usage, held.usage)
-            offset += held.sent
-            recall = held.recall()
-            if recall and not held.own() and rounds < max_rounds:
-                rounds += 1
-                answers = [await resolve(_arguments(block)) for block in held.content() if _is_recall(block)]
-                body = _follow_up(body, held.content(), answers)
-                if rounds >= max_rounds:
-                    body = _withdraw(body)
-                nxt = await ask(body)
-                if not hasattr(nxt, "chunks"):
-                    yield error_event("upstream failed while answering a workset_recall round", "api_error",
-                                      "recall_failed")
-                    return
-                current = nxt
-                continue
-            if recall and held.own():
-                deliver_later([await resolve(_arguments(block)) for block in held.content() if _is_recall(block)])
-            delta = dict(held.delta or {"type": "message_delta", "delta": {"stop_reason": "end_turn"}})
-            if recall and not held.own():
-                delta["delta"] = {**(delta.get("delta") or {}), "stop_reason": "end_turn"}
-            if usage is not None:
-                delta["usage"] = usage
-            yield event("message_delta", delta)
-            yield event("message_stop", {"type": "message_stop"})
-            return
-    except Exception as error:  # a provider failure in a follow-up round, or a workset bug
-        message = getattr(error, "message", None) or f"workset_recall round failed: {error.__class__.__name__}"
-        yield error_event(str(message), "api_error", "recall_failed")
+class Relay:
+    """A Messages stream across recall rounds (proxy.recall.stream): blocks relayed as they come, renumbered
+    after the rounds before; recall calls held back; one message_start, one message_delta with the usage of every
+    round, one message_stop."""
+
+    def __init__(self) -> None:
+        self.round = _Round(first=True, offset=0)
+        self.rounds = 0
+        self.usage: dict[str, Any] | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.round.failed
+
+    def start(self) -> None:
+        if self.rounds:
+            self.round = _Round(first=False, offset=self.round.offset + self.round.sent)
+        self.rounds += 1
+
+    def take(self, name: str, data: bytes) -> bytes | None:
+        parsed = json_object(data)
+        return self.round.take(name, parsed) if parsed is not None else None
+
+    def end(self) -> bytes:
+        self.usage = add_usage(self.usage, self.round.usage)
+        return self.round.flush()
+
+    def calls(self) -> tuple[list[str], bool]:
+        return [_arguments(block) for block in self.round.content() if _is_recall(block)], self.round.own()
+
+    def follow_up(self, body: dict[str, Any], answers: list[str]) -> dict[str, Any]:
+        return _follow_up(body, self.round.content(), answers)
+
+    def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
+        return _withdraw(body)
+
+    def close(self, recall_only: bool) -> bytes:
+        delta = dict(self.round.delta or {"type": "message_delta", "delta": {"stop_reason": "end_turn"}})
+        if recall_only:
+            delta["delta"] = {**(delta.get("delta") or {}), "stop_reason": "end_turn"}
+        if self.usage is not None:
+            delta["usage"] = self.usage
+        return event("message_delta", delta) + event("message_stop", {"type": "message_stop"})
+
+    def error(self, message: str) -> bytes:
+        return error_event(message, "api_error", "recall_failed")

@@ -238,7 +238,7 @@ class MessagesEdge:
 
     def recall_stream(self, first: Stream, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
                       later: Later) -> AsyncIterator[bytes]:
-        return anthropic.stream(first, body, ask, resolve, max_rounds, later)
+        return recall.stream(first, body, ask, resolve, max_rounds, later, anthropic.Relay())
 
     def error_response(self, error: WorksetError) -> Response:
         return json_response(error.status, anthropic.error_body(error), error.headers)
@@ -320,7 +320,7 @@ class ResponsesEdge:
 
     def recall_stream(self, first: Stream, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
                       later: Later) -> AsyncIterator[bytes]:
-        return responses.stream(first, body, ask, resolve, max_rounds, later)
+        return recall.stream(first, body, ask, resolve, max_rounds, later, responses.Relay())
 
     def error_response(self, error: WorksetError) -> Response:
         return error.response()

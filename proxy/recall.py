@@ -18,7 +18,7 @@ request of the session, in the tail of the working set.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
@@ -319,23 +319,10 @@ def _asked_lines(arguments: dict[str, Any]) -> tuple[int, int | None] | None:
     return first or 1, last
 
 
-@dataclass
-class Round:
-    """What one recall round asked for."""
-
-    calls: list[dict[str, Any]] = field(default_factory=list)  # the recall tool calls, as the model made them
-    content: str = ""
-
-
 def split_calls(calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(recall calls, the agent's own calls)."""
     recall = [c for c in calls if ((c or {}).get("function") or {}).get("name") == RECALL_TOOL]
     return recall, [c for c in calls if c not in recall]
-
-
-async def answers_to(calls: list[dict[str, Any]], resolve: Resolve) -> list[str]:
-    """The answer to each recall call, in order."""
-    return [await resolve(str((call.get("function") or {}).get("arguments", ""))) for call in calls]
 
 
 def follow_up(body: dict[str, Any], content: str | None, calls: list[dict[str, Any]],
@@ -453,52 +440,119 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve,
 # --- a stream -----------------------------------------------------------------------------------------------------
 
 
+class Relay(Protocol):
+    """How one wire format's stream is relayed to the client across recall rounds: one object per client stream,
+    holding what the rounds share (block or item numbering, usage so far)."""
+
+    failed: bool  # the round's stream carried an error event: relayed, and the client's stream ends there
+
+    def start(self) -> None:
+        """A round begins (its provider stream is about to be read)."""
+
+    def take(self, name: str, data: bytes) -> bytes | None:
+        """What to send the client for one event of the round (None: held back or dropped)."""
+
+    def end(self) -> bytes:
+        """The round's stream ended: what was still held for the client."""
+
+    def calls(self) -> tuple[list[str], bool]:
+        """The arguments of the round's recall calls, and whether the agent's own calls are there too."""
+
+    def follow_up(self, body: dict[str, Any], answers: list[str]) -> dict[str, Any]:
+        """The next round's request: the round's answer and the recall answers appended."""
+
+    def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The request without the recall tool (the last round must answer)."""
+
+    def close(self, recall_only: bool) -> bytes:
+        """The events that end the client's stream, with the usage of every round (`recall_only`: the last round
+        still called recall, and its answer stands as text)."""
+
+    def error(self, message: str) -> bytes:
+        """An error event ending the client's stream."""
+
+
 async def stream(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
-                 deliver_later: Callable[[list[str]], None]) -> AsyncIterator[bytes]:
-    """The client's stream across recall rounds: text is relayed as it comes; recall calls are held back, answered,
-    and the next round's chunks follow in the same stream; one finish, one usage chunk, one [DONE] at the end.
-    Whatever goes wrong ends the stream with an OpenAI-style error event, never silently."""
+                 deliver_later: Callable[[list[str]], None], relay: Relay | None = None) -> AsyncIterator[bytes]:
+    """The client's stream across recall rounds, in any wire format (`relay`; chat completions by default): what
+    the model says is relayed as it comes; recall calls are held back, answered, and the next round follows in
+    the same stream; one ending, usage summed. Whatever goes wrong ends the stream with an error event, never
+    silently."""
+    relay = relay or ChatRelay()
+    current, rounds = first, 0
     try:
-        async for chunk in _rounds(first, body, ask, resolve, max_rounds, deliver_later):
-            yield chunk
-    except Exception as error:  # a provider failure in a follow-up round, or a workset bug
-        message = getattr(error, "message", None) or f"workset_recall round failed: {error.__class__.__name__}"
-        yield sse_error(str(message), "upstream_error", "recall_failed")
-
-
-async def _rounds(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
-                  deliver_later: Callable[[list[str]], None]) -> AsyncIterator[bytes]:
-    current, rounds, usage = first, 0, None
-    while True:
-        held = _Held()
-        async for _, event in events(current.chunks):
-            out = held.take(event)
-            if out is not None:
+        while True:
+            relay.start()
+            async for name, data in events(current.chunks):
+                out = relay.take(name, data)
+                if out:
+                    yield out
+                if relay.failed:
+                    return
+            out = relay.end()
+            if out:
                 yield out
-            if held.failed:
-                return
-        usage = add_usage(usage, held.usage)
-        if held.recall and not held.own and rounds < max_rounds:
-            rounds += 1
-            body = follow_up(body, held.content, held.recall, await answers_to(held.recall, resolve))
-            if rounds >= max_rounds:
-                body = withdraw_tool(body)
-            nxt = await ask(body)
-            if not hasattr(nxt, "chunks"):  # the provider refused the follow-up: say so in the stream
-                message = "upstream failed while answering a workset_recall round"
-                yield sse_error(message, "upstream_error", "recall_failed")
-                return
-            current = nxt
-            continue
-        if held.recall and held.own:
-            deliver_later(await answers_to(held.recall, resolve))
-        for chunk in held.finish:
-            yield chunk
-        if held.usage_chunk is not None:
-            held.usage_chunk["usage"] = usage
-            yield b"data: " + orjson.dumps(held.usage_chunk) + b"\n\n"
-        yield b"data: [DONE]\n\n"
-        return
+            calls, own = relay.calls()
+            if calls and not own and rounds < max_rounds:
+                rounds += 1
+                body = relay.follow_up(body, [await resolve(arguments) for arguments in calls])
+                if rounds >= max_rounds:
+                    body = relay.withdraw(body)
+                nxt = await ask(body)
+                if not hasattr(nxt, "chunks"):  # the provider refused the follow-up: say so in the stream
+                    yield relay.error("upstream failed while answering a workset_recall round")
+                    return
+                current = nxt
+                continue
+            if calls and own:  # the agent's calls went out; the recall is answered with the next request
+                deliver_later([await resolve(arguments) for arguments in calls])
+            yield relay.close(bool(calls) and not own)
+            return
+    except Exception as error:  # a provider failure in a follow-up round, or a workset bug
+        yield relay.error(str(getattr(error, "message", None) or
+                              f"workset_recall round failed: {error.__class__.__name__}"))
+
+
+class ChatRelay:
+    """Chat completion chunks across recall rounds."""
+
+    def __init__(self) -> None:
+        self.held = _Held()
+        self.usage: dict[str, Any] | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.held.failed
+
+    def start(self) -> None:
+        self.held = _Held()
+
+    def take(self, name: str, data: bytes) -> bytes | None:
+        return self.held.take(data)
+
+    def end(self) -> bytes:
+        self.usage = add_usage(self.usage, self.held.usage)
+        return b""
+
+    def calls(self) -> tuple[list[str], bool]:
+        return [str((call.get("function") or {}).get("arguments", "")) for call in self.held.recall], \
+            bool(self.held.own)
+
+    def follow_up(self, body: dict[str, Any], answers: list[str]) -> dict[str, Any]:
+        return follow_up(body, self.held.content, self.held.recall, answers)
+
+    def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
+        return withdraw_tool(body)
+
+    def close(self, recall_only: bool) -> bytes:
+        out = b"".join(self.held.finish)
+        if self.held.usage_chunk is not None:
+            self.held.usage_chunk["usage"] = self.usage
+            out += b"data: " + orjson.dumps(self.held.usage_chunk) + b"\n\n"
+        return out + b"data: [DONE]\n\n"
+
+    def error(self, message: str) -> bytes:
+        return sse_error(message, "upstream_error", "recall_failed")
 
 
 class _Held:

@@ -17,16 +17,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
 
 from .errors import bad_request
 from .jsonbytes import encode_json
 from .messages import tool_name
-from .recall import RECALL_DEFINITION, RECALL_TOOL, Ask, Resolve, add_usage
+from .recall import RECALL_DEFINITION, RECALL_TOOL, add_usage
 from .records import WIRE, Message
-from .sse import event, json_events
+from .sse import event, json_object
 
 SESSION_HEADERS = ("session-id", "thread-id", "session_id", "conversation_id")  # Codex sends the first two
 OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output",
@@ -431,57 +432,62 @@ class _Round:
         return [self.done[index] for index in sorted(self.done) if index not in self.held]
 
 
-async def stream(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
-                 deliver_later: Callable[[list[str]], None]) -> AsyncIterator[bytes]:
-    """The client's Responses stream across recall rounds: items relayed as they come, recall calls held back
-    and answered, the next round's items following in the same response; one response.completed at the end
-    with every item the client saw and the usage summed."""
-    numbering = [0]
-    try:
-        current, rounds, usage, shown, response_id = first, 0, None, [], None
-        while True:
-            held = _Round(rounds == 0, len(shown), numbering)
-            async for name, data in json_events(current.chunks):
-                out = held.take(name, data)
-                if out is not None:
-                    yield out
-                if held.failed:
-                    return
-            last = held.flush()
-            if last:
-                yield last
-            output = held.output()
-            completed = held.completed or {}
-            response_id = response_id or held.response_id or completed.get("id")
-            usage = add_usage(usage, completed.get("usage"))
-            shown.extend(held.shown())
-            recall = [item for item in output if _is_recall(item)]
-            own = any(map(_is_own_call, output))
-            if recall and not own and rounds < max_rounds:
-                rounds += 1
-                answers = [await resolve(str(item.get("arguments", ""))) for item in recall]
-                body = _follow_up(body, output, answers)
-                if rounds >= max_rounds:
-                    body = _withdraw(body)
-                nxt = await ask(body)
-                if not hasattr(nxt, "chunks"):
-                    yield error_event("upstream failed while answering a workset_recall round", numbering)
-                    return
-                current = nxt
-                continue
-            if recall and own:
-                deliver_later([await resolve(str(item.get("arguments", ""))) for item in recall])
-            final = {**completed, "output": shown}
-            if response_id:  # one response for the client, whatever rounds it took
-                final["id"] = response_id
-            if usage is not None:
-                final["usage"] = usage
-            yield event("response.completed", {"type": "response.completed", "sequence_number": numbering[0],
-                                               "response": final})
-            return
-    except Exception as error:  # a provider failure in a follow-up round, or a workset bug
-        message = getattr(error, "message", None) or f"workset_recall round failed: {error.__class__.__name__}"
-        yield error_event(str(message), numbering)
+class Relay:
+    """A Responses stream across recall rounds (proxy.recall.stream): items relayed as they come, output indexes
+    and sequence numbers running on across rounds; recall calls held back; one response.created, one
+    response.completed with every item the client saw, under the first round's response id, with the usage of
+    every round."""
+
+    def __init__(self) -> None:
+        self.numbering = [0]
+        self.round = _Round(True, 0, self.numbering)
+        self.rounds = 0
+        self.shown: list[dict[str, Any]] = []
+        self.usage: dict[str, Any] | None = None
+        self.response_id: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.round.failed
+
+    def start(self) -> None:
+        if self.rounds:
+            self.round = _Round(False, len(self.shown), self.numbering)
+        self.rounds += 1
+
+    def take(self, name: str, data: bytes) -> bytes | None:
+        parsed = json_object(data)
+        return self.round.take(name, parsed) if parsed is not None else None
+
+    def end(self) -> bytes:
+        out = self.round.flush()
+        completed = self.round.completed or {}
+        self.usage = add_usage(self.usage, completed.get("usage"))
+        self.response_id = self.response_id or self.round.response_id or completed.get("id")
+        self.shown.extend(self.round.shown())
+        return out
+
+    def calls(self) -> tuple[list[str], bool]:
+        output = self.round.output()
+        return [str(item.get("arguments", "")) for item in output if _is_recall(item)], any(map(_is_own_call, output))
+
+    def follow_up(self, body: dict[str, Any], answers: list[str]) -> dict[str, Any]:
+        return _follow_up(body, self.round.output(), answers)
+
+    def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
+        return _withdraw(body)
+
+    def close(self, recall_only: bool) -> bytes:
+        final = {**(self.round.completed or {}), "output": self.shown}
+        if self.response_id:  # one response for the client, whatever rounds it took
+            final["id"] = self.response_id
+        if self.usage is not None:
+            final["usage"] = self.usage
+        return event("response.completed", {"type": "response.completed", "sequence_number": self.numbering[0],
+                                            "response": final})
+
+    def error(self, message: str) -> bytes:
+        return error_event(message, self.numbering)
 
 
 def error_event(message: str, numbering: list[int] | None = None, code: str = "recall_failed") -> bytes:

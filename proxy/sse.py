@@ -37,16 +37,13 @@ def _parse(block: bytes) -> tuple[str, bytes] | None:
     return (name, b"\n".join(data)) if data else None
 
 
-async def json_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """(name, parsed data) of each event whose data is a JSON object; the name falls back to the data's `type`
-    (the Anthropic and Responses streams carry it in both)."""
-    async for name, data in events(chunks):
-        try:
-            parsed = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(parsed, dict):
-            yield name or str(parsed.get("type", "")), parsed
+def json_object(data: bytes) -> dict[str, Any] | None:
+    """An event's data as a JSON object, or None (not JSON, or not an object)."""
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def event(name: str, data: dict[str, Any]) -> bytes:
