@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from .errors import bad_request
 from .jsonbytes import encode_json
 from .messages import tool_name
