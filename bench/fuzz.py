@@ -46,6 +46,10 @@ from servers import ServerProcess, ServerThread, free_port  # noqa: E402
 from starlette.types import Message, Receive, Scope, Send  # noqa: E402
 
 from bench.fuzz_cases import CHAT, MARKER_PREFIX, Case, Cases  # noqa: E402
+from proxy.recall import RECALL_DEFINITION  # noqa: E402
+from proxy.tokens import TokenCounter  # noqa: E402
+
+RECALL_TOKENS = TokenCounter().tools([RECALL_DEFINITION])  # what offering workset's recall tool adds to a request
 
 PROVIDER_TAG = "fuzz-provider-"  # x-request-id of every provider answer: fuzz-provider-<status>
 MARKER = re.compile(rb"\b" + MARKER_PREFIX.encode() + rb"-\d+-\d+-end\b")
@@ -161,12 +165,18 @@ class Summary:
 
 
 def digest(body: Any) -> str | None:
-    """A digest of a request body as parsed, model aside (workset names the provider's model); None past orjson's
-    depth."""
+    """A digest of a request body as parsed, model aside (workset names the provider's model) and workset's recall
+    tool aside (offered from the first request); None past orjson's depth."""
     if not isinstance(body, dict):
         return None
+    body = {k: v for k, v in body.items() if k != "model"}
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools and tools[-1] == RECALL_DEFINITION:
+        body["tools"] = tools[:-1]
+        if not body["tools"]:
+            del body["tools"]  # workset added the list for its tool alone
     try:
-        canonical = orjson.dumps({k: v for k, v in body.items() if k != "model"}, option=orjson.OPT_SORT_KEYS)
+        canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:
         return None
     return hashlib.sha256(canonical).hexdigest()
@@ -470,8 +480,9 @@ def check(case: Case, answer: Answer, provider: RecordingProvider, summary: Summ
             fail("bad_completion", f"the provider's x-request-id was not relayed: {answer.headers}")
         else:
             summary.forwarded += 1
-            untouched = (answer.headers.get("x-workset-tokens-original") == answer.headers.get("x-workset-tokens-sent")
-                         and "x-workset-compacted" not in answer.headers)
+            added = int(answer.headers.get("x-workset-tokens-sent", 0)) - \
+                int(answer.headers.get("x-workset-tokens-original", 0))
+            untouched = added in (0, RECALL_TOKENS) and "x-workset-compacted" not in answer.headers
             want = expected_digest(case) if case.unchanged and untouched and case.marker else None
             if want is not None:
                 summary.compared += 1

@@ -208,7 +208,7 @@ class Engine:
             stable = len(prefix.messages) - (1 if tail is not None and out["messages"][-1] is not tail else 0)
             recall = False
             if policy.recall.enabled:
-                offered = offer_tool(out) if prefix.refs else None
+                offered = offer_tool(out) if prefix.refs or policy.recall.offer == "always" else None
                 recall = offered is not None
                 out = offered or out
                 if not recall:

@@ -101,7 +101,11 @@ class DigestRules:
 
 @dataclass(frozen=True)
 class RecallRules:
-    enabled: bool = setting(True, "offer the workset_recall tool whenever the working set holds refs")
+    enabled: bool = setting(True, "offer the workset_recall tool (answered inside the proxy) to read elided content")
+    offer: Literal["always", "with_refs"] = setting(
+        "always", "from the first request (the tool list, which providers cache first, stays the same all session), "
+                  "or only once the working set holds refs (the first offer then misses the prompt cache once)",
+    )
     max_tokens: int = setting(2000, "longest answer to one recall call; a ref is read in pages of about this size", min=64)
     max_rounds: int = setting(3, "recall rounds the proxy answers itself before the model must reply", min=1, max=10)
     search_results: int = setting(3, "matches returned for a recall by query", min=1, max=20)

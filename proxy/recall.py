@@ -1,6 +1,7 @@
 """Recall by ref: the `workset_recall` tool.
 
-When the working set holds refs, workset offers the model a `workset_recall` tool. `{"ref": "ID"}` reads the
+workset offers the model a `workset_recall` tool (from the first request, or once the working set holds refs:
+`recall.offer`). `{"ref": "ID"}` reads the
 stored content a page at a time (`"page": N`), or by lines (`"lines": "120-180"`), or only its lines matching
 `"query"`, each with a little context; `{"query": "words"}` alone finds the best full-text matches (BM25) among
 the session's stored content and shows the matching passage of each, with its ref (proxy.passages picks them).

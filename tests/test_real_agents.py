@@ -462,7 +462,8 @@ def test_claude_code_multi_turn_task_through_workset(rig_for: Callable[..., Rig]
     # the compacted prefix is read from the cache on the next turn; between compactions the cached prefix grows
     tools = [[t.get("name") for t in body.get("tools") or ()] for body in bodies]
     assert cache_problems(fa.cache_reads, epoch, tools, turns) == []
-    assert len({tuple(t) for t in tools}) == 2  # the client's own tools, and once refs show, workset_recall too
+    # the client's own tools and workset_recall, from the first request on: the cached tool list never changes
+    assert len({tuple(t) for t in tools}) == 1 and tools[0][-1] == RECALL
     assert after_compactions(turns, epoch)
     for k in after_compactions(turns, epoch):  # reads into the messages, not only tools and system
         hit = fa.cache_hits[k]
@@ -592,7 +593,7 @@ def test_codex_multi_turn_task_through_workset(rig_for: Callable[..., Rig]) -> N
     tools = [[t.get("name") or t.get("type") for t in body.get("tools") or ()] for body in bodies]
     assert cache_problems(fr.cached_tokens, epoch, tools, turns) == []
     assert after_compactions(turns, epoch)
-    assert len({tuple(t) for t in tools}) == 2
+    assert len({tuple(t) for t in tools}) == 1 and tools[0][-1] == RECALL
 
     for number, (exchange, i) in enumerate(zip(sent, turns), 1):
         assert unchanged_except_markers(items_of(exchange.body), items_of(bodies[i])) == [], f"request {number}"
