@@ -117,7 +117,9 @@ class IngestSettings:
 
 @dataclass(frozen=True)
 class CacheSettings:
-    max_sessions: int = setting(512, "conversation branches kept in memory for fast lookup; others are read from the store", min=1)
+    max_sessions: int = setting(512, "conversation branches kept in memory for fast lookup; others are read from the "
+                                     "store (and as many Anthropic or Responses histories as last read, to read only "
+                                     "what is new)", min=1)
 
 
 @dataclass(frozen=True)

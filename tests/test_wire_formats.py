@@ -350,3 +350,26 @@ def test_codex_compaction_trigger_is_answered_from_workset_and_its_item_read_bac
     output = reply.json()["output"]
     assert reply.status_code == 200 and output[-1]["type"] == "compaction"
     assert [i["role"] for i in output[:-1]] == ["user"]
+
+
+def test_an_anthropic_model_list_entry_is_reachable_from_messages(start_proxy: Any, fakes: Any,
+                                                                  wire_fakes: Any) -> None:
+    """A model that model_list names as anthropic/... goes to that entry: its api_base, its key (workset pays,
+    so the caller presents one of workset's own keys), the provider's model name."""
+    fa, _ = fakes
+    a_url = wire_fakes[2]
+    proxy = start_proxy(model_list=[
+        {"model_name": "team-claude", "litellm_params": {"model": "anthropic/claude-real", "api_base": a_url + "/v1",
+                                                         "api_key": "sk-provider"}},
+        {"model_name": "*", "litellm_params": {"model": "openai/*", "api_base": "http://127.0.0.1:9/v1"}}],
+        server={"api_keys": ["sk-team"]})
+    fa.script(AnthropicReply([Text("from the team's deployment")]))
+    with anthropic.Anthropic(base_url=proxy.url, api_key="sk-team", timeout=20, max_retries=0) as client:
+        reply = client.messages.create(model="team-claude", max_tokens=16, messages=[{"role": "user", "content": "hi"}])
+        with pytest.raises(anthropic.AuthenticationError):
+            anthropic.Anthropic(base_url=proxy.url, api_key="sk-other", timeout=20, max_retries=0).messages.create(
+                model="team-claude", max_tokens=16, messages=[{"role": "user", "content": "hi"}])
+    assert reply.content[0].text == "from the team's deployment"
+    received = fa.requests[-1]
+    assert received.headers["x-api-key"] == "sk-provider" and received.body["model"] == "claude-real"
+    assert len(fa.requests) == 1  # the refused caller never reached the provider
