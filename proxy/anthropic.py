@@ -416,18 +416,26 @@ class _Block:
     """A content block of the round being streamed, assembled from its events (for the next round's request)."""
 
     data: dict[str, Any]
-    partial: str = ""  # a tool_use's input JSON, as its deltas come
+    # the deltas of each field as they come (text, thinking, signature, the input JSON as "partial_json"), joined
+    # once the round ends: adding each to a growing string would copy a long answer once per delta
+    pieces: dict[str, list[str]] = field(default_factory=dict)
     recall: bool = False
     hidden: bool = False  # thinking that led to a recall call: not shown to the client
     client_index: int = -1  # its index in the client's stream (-1: held back, a recall call)
 
     def finished(self) -> dict[str, Any]:
-        if self.data.get("type") in ("tool_use", "server_tool_use"):
+        """The block as the provider sent it, its deltas joined."""
+        block = dict(self.data)
+        for name, pieces in self.pieces.items():
+            if name != "partial_json":
+                block[name] = block.get(name, "") + "".join(pieces)
+        if block.get("type") in ("tool_use", "server_tool_use"):
+            partial = "".join(self.pieces.get("partial_json", ()))
             try:
-                self.data["input"] = orjson.loads(self.partial) if self.partial else {}
+                block["input"] = orjson.loads(partial) if partial else {}
             except orjson.JSONDecodeError:
-                self.data["input"] = {}
-        return self.data
+                block["input"] = {}
+        return block
 
 
 @dataclass
@@ -503,23 +511,19 @@ class _Round:
     def content(self) -> list[dict[str, Any]]:
         return [self.blocks[index].finished() for index in sorted(self.blocks)]
 
-    def recall(self) -> list[dict[str, Any]]:
-        return [block.data for block in self.blocks.values() if block.recall]
-
     def own(self) -> bool:
         return any(block.data.get("type") == "tool_use" and not block.recall for block in self.blocks.values())
 
 
+_DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking", "signature_delta": "signature",
+                 "input_json_delta": "partial_json"}
+
+
 def _apply(block: _Block, delta: dict[str, Any]) -> None:
     kind = delta.get("type")
-    if kind == "text_delta":
-        block.data["text"] = block.data.get("text", "") + str(delta.get("text", ""))
-    elif kind == "thinking_delta":
-        block.data["thinking"] = block.data.get("thinking", "") + str(delta.get("thinking", ""))
-    elif kind == "signature_delta":
-        block.data["signature"] = block.data.get("signature", "") + str(delta.get("signature", ""))
-    elif kind == "input_json_delta":
-        block.partial += str(delta.get("partial_json", ""))
+    name = _DELTA_FIELDS.get(str(kind))
+    if name is not None:
+        block.pieces.setdefault(name, []).append(str(delta.get(name, "")))
     elif kind == "citations_delta":
         block.data.setdefault("citations", []).append(delta.get("citation"))
 

@@ -540,7 +540,7 @@ class ChatRelay:
             bool(self.held.own)
 
     def follow_up(self, body: dict[str, Any], answers: list[str]) -> dict[str, Any]:
-        return follow_up(body, self.held.content, self.held.recall, answers)
+        return follow_up(body, "".join(self.held.texts), self.held.recall, answers)
 
     def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
         return withdraw_tool(body)
@@ -562,7 +562,7 @@ class _Held:
     def __init__(self) -> None:
         self.recall: list[dict[str, Any]] = []  # recall calls being assembled
         self.own: list[int] = []  # provider indexes of the agent's calls
-        self.content = ""
+        self.texts: list[str] = []  # the round's text deltas (joined once: a long answer is not copied per delta)
         self.finish: list[bytes] = []  # finish-reason chunks, sent once the round is known to be the last
         self.usage: dict[str, Any] | None = None
         self.usage_chunk: dict[str, Any] | None = None
@@ -593,7 +593,7 @@ class _Held:
         delta = choice.get("delta") or {}
         changed = False
         if isinstance(delta.get("content"), str):
-            self.content += delta["content"]
+            self.texts.append(delta["content"])
         if delta.get("tool_calls"):
             delta["tool_calls"] = self._own_deltas(delta["tool_calls"])
             if not delta["tool_calls"]:

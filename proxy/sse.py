@@ -11,25 +11,33 @@ import orjson
 async def events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[str, bytes]]:
     """(event name, data) of each event of a byte stream: the name "" when the event has none, the data lines
     joined by newlines; events without data are skipped."""
-    buffer = b""
+    # Linear in the stream however it is cut: the buffer grows in place, and an event's end is looked for once in
+    # each byte (a megabyte event in small chunks would otherwise be copied and searched once per chunk).
+    buffer = bytearray()
+    carried = b""  # a chunk's last \r, in case its \n starts the next chunk
     async for chunk in chunks:
-        buffer += chunk
+        searched = max(0, len(buffer) - 1)
+        chunk = carried + chunk
+        carried = b"\r" if chunk.endswith(b"\r") else b""
+        buffer += chunk[:len(chunk) - len(carried)].replace(b"\r\n", b"\n")  # CRLF lines are lines too
         while True:
-            cut = buffer.find(b"\n\n")
+            cut = buffer.find(b"\n\n", searched)
             if cut < 0:
                 break
-            block, buffer = buffer[:cut], buffer[cut + 2:]
+            block = bytes(buffer[:cut])
+            del buffer[:cut + 2]
+            searched = 0
             event = _parse(block)
             if event is not None:
                 yield event
-    event = _parse(buffer.strip())
+    event = _parse((bytes(buffer) + carried).strip())
     if event is not None:
         yield event
 
 
 def _parse(block: bytes) -> tuple[str, bytes] | None:
     name, data = "", []
-    for line in block.replace(b"\r\n", b"\n").split(b"\n"):
+    for line in block.split(b"\n"):
         if line.startswith(b"event:"):
             name = line[6:].strip().decode("utf-8", "replace")
         elif line.startswith(b"data:"):
