@@ -332,7 +332,8 @@ async def _answer_recall(workset: Workset, edge: Edge, admitted: Admitted, calle
             return first
         fields["recall_rounds"] = done
         return result
-    return Stream(edge.recall_stream(result, admitted.outgoing, ask, resolve, rounds, later), result.headers)
+    return Stream(recall.stream(result, admitted.outgoing, ask, resolve, rounds, later, edge.recall_relay()),
+                  result.headers)
 
 
 async def _start_summary(workset: Workset, prepared: Prepared, caller_key: str | None) -> float:

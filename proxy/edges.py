@@ -5,13 +5,12 @@ and the core (proxy.engine) never asks which format spoke."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
-
 from starlette.responses import Response
 
 from . import anthropic, recall, responses
@@ -22,11 +21,6 @@ from .records import Message
 from .translation import Translations
 from .upstream import DEFAULT_OPENAI_BASE, Reply, Route, Stream, Upstream, route
 from .validate import check_chat, check_messages
-
-Ask = Callable[[dict[str, Any]], Any]
-Resolve = Callable[[str], Any]
-Later = Callable[[list[str]], None]
-
 
 class Edge(Protocol):
     name: str  # in the logs: "chat", "messages", "responses"
@@ -44,7 +38,8 @@ class Edge(Protocol):
         `key` was read as last time, to read only what is new)."""
 
     def check_messages(self, messages: list[Message], start: int) -> None:
-        """Checks of internal messages not seen before (a translated request was checked whole by `check`)."""
+        """Checks of internal messages not seen before (a translated request's messages were checked in its own
+        format as they were read)."""
 
     def passthrough(self, body: dict[str, Any]) -> str:
         """Why the request goes out as sent, without a working set ("" when it does not)."""
@@ -69,9 +64,8 @@ class Edge(Protocol):
     def recall_dialect(self) -> recall.Dialect:
         """How recall rounds read a whole answer."""
 
-    def recall_stream(self, first: Stream, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
-                      later: Later) -> AsyncIterator[bytes]:
-        """The client's stream across recall rounds."""
+    def recall_relay(self) -> recall.Relay:
+        """How recall rounds relay a stream (a new one per client stream)."""
 
     def error_response(self, error: WorksetError) -> Response:
         """workset's own error (bad input, provider unreachable) as this format's clients read errors."""
@@ -137,9 +131,8 @@ class ChatEdge:
     def recall_dialect(self) -> recall.Dialect:
         return recall.CHAT
 
-    def recall_stream(self, first: Stream, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
-                      later: Later) -> AsyncIterator[bytes]:
-        return recall.stream(first, body, ask, resolve, max_rounds, later)
+    def recall_relay(self) -> recall.Relay:
+        return recall.ChatRelay()
 
     def error_response(self, error: WorksetError) -> Response:
         return error.response()
@@ -190,7 +183,7 @@ class MessagesEdge:
         return anthropic.to_internal(body, read)
 
     def check_messages(self, messages: list[Message], start: int) -> None:
-        return None  # checked whole, in the client's format, by `check`
+        return None  # checked in the client's format as they were read
 
     def passthrough(self, body: dict[str, Any]) -> str:
         return ""
@@ -236,9 +229,8 @@ class MessagesEdge:
     def recall_dialect(self) -> recall.Dialect:
         return anthropic.DIALECT
 
-    def recall_stream(self, first: Stream, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
-                      later: Later) -> AsyncIterator[bytes]:
-        return recall.stream(first, body, ask, resolve, max_rounds, later, anthropic.Relay())
+    def recall_relay(self) -> recall.Relay:
+        return anthropic.Relay()
 
     def error_response(self, error: WorksetError) -> Response:
         return json_response(error.status, anthropic.error_body(error), error.headers)
@@ -276,7 +268,7 @@ class ResponsesEdge:
         return responses.to_internal(body, read)
 
     def check_messages(self, messages: list[Message], start: int) -> None:
-        return None  # checked whole, in the client's format, by `check`
+        return None  # checked in the client's format as they were read
 
     def passthrough(self, body: dict[str, Any]) -> str:
         if responses.provider_holds_history(body):
@@ -318,9 +310,8 @@ class ResponsesEdge:
     def recall_dialect(self) -> recall.Dialect:
         return responses.DIALECT
 
-    def recall_stream(self, first: Stream, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
-                      later: Later) -> AsyncIterator[bytes]:
-        return recall.stream(first, body, ask, resolve, max_rounds, later, responses.Relay())
+    def recall_relay(self) -> recall.Relay:
+        return responses.Relay()
 
     def error_response(self, error: WorksetError) -> Response:
         return error.response()
