@@ -28,10 +28,11 @@ from .errors import WorksetError, bad_request
 from .jsonbytes import encode_json
 from .messages import PINNED_ROLES, tool_name
 from .recall import RECALL_DEFINITION, RECALL_TOOL, add_usage
-from .records import WIRE, Message
+from .records import WIRE, ClientSession, Message
 from .sse import event, json_object
 
 CLAUDE_SESSION_HEADER = "x-claude-code-session-id"
+CLAUDE_AGENT_HEADER = "x-claude-code-agent-id"  # on a subagent's requests only
 ROLES = frozenset({"user", "assistant", "system"})  # Claude Code sends system messages among the others too
 FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "anthropic-dangerous-direct-browser-access")
 DEFAULT_VERSION = "2023-06-01"
@@ -71,9 +72,18 @@ def check(body: dict[str, Any]) -> None:
         raise bad_request("'stream' must be a boolean", "stream", "invalid_type")
 
 
-def client_session(headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
-    """The session Claude Code names: its X-Claude-Code-Session-Id header, else the session part of
-    metadata.user_id."""
+def client_session(headers: Mapping[str, str], body: dict[str, Any]) -> ClientSession | None:
+    """The session Claude Code names (its X-Claude-Code-Session-Id header, else the session part of
+    metadata.user_id); a subagent's requests add X-Claude-Code-Agent-Id, and its parent is the session's main
+    conversation."""
+    tree = _session_named(headers, body)
+    if tree is None:
+        return None
+    agent = headers.get(CLAUDE_AGENT_HEADER, "").strip()[:128]
+    return ClientSession(tree, agent, tree) if agent else ClientSession(tree, tree)
+
+
+def _session_named(headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
     header = headers.get(CLAUDE_SESSION_HEADER, "").strip()
     if header:
         return header[:128]

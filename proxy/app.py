@@ -30,6 +30,7 @@ from .inspect import inspection_routes
 from .logs import configure, get_logger
 from .policy import Policy
 from .recall import Resolver
+from .records import ClientSession
 from .retention import start_retention
 from .store import Scope, Store
 from .summarize import Job, summary_text
@@ -227,8 +228,8 @@ def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str],
     target = edge.target(workset.config, model, caller_key)
     explicit = explicit_session(headers.get(SESSION_HEADER), body)
     client = edge.client_session(headers, body)
-    if client:
-        fields["client_session"] = client
+    if client is not None:
+        fields["client_session"] = client.own
     policy_name = headers.get(POLICY_HEADER)
     try:
         workset.engine.policy_for(model, policy_name)
@@ -256,12 +257,13 @@ def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str],
 
 
 def _prepare(workset: Workset, edge: Edge, body: dict[str, Any], caller: str, explicit: str | None,
-             client: str | None, policy_name: str | None, fields: dict[str, Any]) -> Prepared:
+             client: ClientSession | None, policy_name: str | None, fields: dict[str, Any]) -> Prepared:
     """Engine.prepare on the request's internal form, failing open: any error in workset's own steps forwards
     the request as sent."""
     internal: dict[str, Any] | None = None
     try:
-        internal = edge.to_internal(body, workset.translations, f"{edge.name}\0{caller}\0{explicit or client or ''}")
+        named = explicit or (client.own if client else "")
+        internal = edge.to_internal(body, workset.translations, f"{edge.name}\0{caller}\0{named}")
         return workset.engine.prepare(internal, caller, explicit, policy_name, client, edge.check_messages)
     except WorksetError:
         raise  # the client's own error (a malformed message): a 400, not a workset failure
@@ -275,7 +277,7 @@ def _prepare(workset: Workset, edge: Edge, body: dict[str, Any], caller: str, ex
 
 
 def _handoff(workset: Workset, edge: Edge, body: dict[str, Any], conversation: dict[str, Any], caller: str,
-             explicit: str | None, client: str | None, policy_name: str | None,
+             explicit: str | None, client: ClientSession | None, policy_name: str | None,
              fields: dict[str, Any]) -> tuple[Prepared, Reply | Stream] | None:
     """A client's compaction answered from workset's record (see proxy.responses); None when workset fails (the
     request then goes to the provider as sent)."""

@@ -17,7 +17,7 @@ from . import anthropic, recall, responses
 from .config import Config
 from .engine import Prepared
 from .errors import WorksetError, json_response
-from .records import Message
+from .records import ClientSession, Message
 from .translation import Translations
 from .upstream import DEFAULT_OPENAI_BASE, Reply, Route, Stream, Upstream, route
 from .validate import check_chat, check_messages
@@ -29,7 +29,7 @@ class Edge(Protocol):
     def check(self, body: dict[str, Any]) -> None:
         """What workset reads of the request, well-typed (a 400 otherwise)."""
 
-    def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
+    def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> ClientSession | None:
         """The session the client names in its own header or field (Claude Code's, Codex's), if any."""
 
     def to_internal(self, body: dict[str, Any], translations: Translations | None = None,
@@ -99,7 +99,7 @@ class ChatEdge:
     def check(self, body: dict[str, Any]) -> None:
         check_chat(body)
 
-    def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
+    def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> ClientSession | None:
         return None
 
     def to_internal(self, body: dict[str, Any], translations: Translations | None = None,
@@ -174,7 +174,7 @@ class MessagesEdge:
     def check(self, body: dict[str, Any]) -> None:
         anthropic.check(body)
 
-    def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
+    def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> ClientSession | None:
         return anthropic.client_session(headers, body)
 
     def to_internal(self, body: dict[str, Any], translations: Translations | None = None,
@@ -257,7 +257,7 @@ class ResponsesEdge:
     def check(self, body: dict[str, Any]) -> None:
         responses.check(body)
 
-    def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
+    def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> ClientSession | None:
         return responses.client_session(headers, body)
 
     def to_internal(self, body: dict[str, Any], translations: Translations | None = None,

@@ -16,7 +16,7 @@ from .ingest import context_for
 from .messages import is_tool_result, message_text, tool_calls
 from .recall import RECALL_DEFINITION, offer_tool
 from .policy import Policy
-from .records import APPROVAL, PLAN, Message
+from .records import APPROVAL, PLAN, ClientSession, Message
 from .retrieval import elided_mentions, failure_advice, irreversible_guard, latest_user_text, recent_tool_outcomes
 from .session import Branch, Resolved, Sessions, epoch_to_dict
 from .summarize import Job, Summary, anchored, job_for, state_kept, verify
@@ -114,7 +114,7 @@ class Engine:
             self.sessions.settle(prepared.branch)
 
     def prepare(self, body: dict[str, Any], caller: str, explicit_session: str | None = None,
-                policy_name: str | None = None, client_session: str | None = None,
+                policy_name: str | None = None, client_session: ClientSession | None = None,
                 check: Callable[[list[Message], int], None] = check_messages) -> Prepared:
         """What to forward for one request in the internal (chat) form. Raises WorksetError when a message not seen
         before is malformed (`check`: a wire format translated at the edge was checked there). Safe to call from
@@ -127,7 +127,7 @@ class Engine:
             return self._build(body, resolved, model, policy)
 
     def handoff(self, body: dict[str, Any], caller: str, explicit_session: str | None = None,
-                policy_name: str | None = None, client_session: str | None = None,
+                policy_name: str | None = None, client_session: ClientSession | None = None,
                 check: Callable[[list[Message], int], None] = check_messages) -> tuple[str, str]:
         """What stands for the conversation when its client drops the history (Codex compacting through a provider
         that cannot): the compacted-turns message of a compaction that removes everything it may (all but the

@@ -39,6 +39,16 @@ FACT_KINDS = (CONSTRAINT, PLAN, APPROVAL, VERIFICATION, DECISION, FIELD, AMOUNT,
 
 
 @dataclass(frozen=True, slots=True)
+class ClientSession:
+    """The session a client names in its own headers (Claude Code's, Codex's): `tree` groups an agent and its
+    subagents, `own` names this conversation within it, `parent` the conversation that started it (a subagent's)."""
+
+    tree: str
+    own: str
+    parent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Fact:
     """One entry of the key-facts ledger, extracted deterministically from one message."""
 

@@ -25,10 +25,12 @@ from .errors import bad_request
 from .jsonbytes import encode_json
 from .messages import tool_name
 from .recall import RECALL_DEFINITION, RECALL_TOOL, add_usage
-from .records import WIRE, Message
+from .records import WIRE, ClientSession, Message
 from .sse import event, json_object
 
 SESSION_HEADERS = ("session-id", "thread-id", "session_id", "conversation_id")  # Codex sends the first two
+THREAD_HEADER = "thread-id"  # Codex: this conversation (a subagent's own), within the session
+PARENT_HEADER = "x-codex-parent-thread-id"  # Codex: on a subagent's requests, the thread that spawned it
 OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output",
                           "computer_call_output", "mcp_approval_response"})
 CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call", "computer_call"})
@@ -64,14 +66,19 @@ def check(body: dict[str, Any]) -> None:
         raise bad_request("'stream' must be a boolean", "stream", "invalid_type")
 
 
-def client_session(headers: Mapping[str, str], body: dict[str, Any]) -> str | None:
-    """The session Codex names: its session-id / thread-id header, else prompt_cache_key."""
-    for name in SESSION_HEADERS:
-        value = headers.get(name, "").strip()
-        if value:
-            return value[:128]
+def client_session(headers: Mapping[str, str], body: dict[str, Any]) -> ClientSession | None:
+    """The session Codex names: its session-id header (shared by a thread and the subagents it spawns), else
+    thread-id or prompt_cache_key; the thread is its own conversation, and a subagent names its parent's."""
+    tree = next((value.strip()[:128] for value in (headers.get(name, "") for name in SESSION_HEADERS)
+                 if value.strip()), None)
     key = body.get("prompt_cache_key")
-    return key.strip()[:128] if isinstance(key, str) and key.strip() else None
+    if tree is None and isinstance(key, str) and key.strip():
+        tree = key.strip()[:128]
+    if tree is None:
+        return None
+    own = headers.get(THREAD_HEADER, "").strip()[:128] or tree
+    parent = headers.get(PARENT_HEADER, "").strip()[:128] or None
+    return ClientSession(tree, own, parent)
 
 
 def provider_holds_history(body: dict[str, Any]) -> bool:

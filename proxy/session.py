@@ -22,7 +22,7 @@ from .extractors import Extractor, InlineExtractor, Job
 from .ingest import context_for, tool_outcome
 from .messages import PINNED_ROLES, is_tool_result
 from .observations import NO_OBSERVATIONS, ObservationMatcher
-from .records import Action, Fact, Message
+from .records import Action, ClientSession, Fact, Message
 from .state import TaskState
 from .store import NewMessage, NodeRow, Scope, Store
 from .summarize import Summary
@@ -63,6 +63,7 @@ class Branch:
     recorded_as: tuple[str, str] = ("", "")  # model and policy of the latest request, for the session row
     untouchable: tuple[int, int, bool] = (0, 0, False)  # (messages counted, their tokens, task seen)
     client: bool = False  # in a session the client named in its own header (Claude Code's, Codex's)
+    client_id: str = ""  # this conversation's own name in that session (a subagent's agent or thread id)
     # held while messages are appended or settled: settling runs in a worker thread beside the next request
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # held by the request building its working set on this branch (see Sessions.claimed)
@@ -103,7 +104,7 @@ class Branch:
             self.messages[:length], self.hashes[:length], self.node_sessions[:length], self.refs[:length],
             self.tokens[:length], self.tool_names[:length], self.gists[:length], self.outcomes[:length],
             self.names[:length], self.observed[:length], total_tokens=sum(self.tokens[:length]), settled=length,
-            client=self.client,
+            client=self.client, client_id=self.client_id,
         )
 
 
@@ -210,7 +211,7 @@ class Sessions:
 
     def resolve(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str,
                 check: Callable[[list[Message], int], None] = lambda messages, start: None,
-                observations: ObservationMatcher = NO_OBSERVATIONS, client_session: str | None = None) -> Resolved:
+                observations: ObservationMatcher = NO_OBSERVATIONS, client_session: ClientSession | None = None) -> Resolved:
         """The branch this request continues, with its new messages ingested. `check(messages, start)` runs on the
         messages not seen before on this path, before anything is stored; what it raises propagates.
         `observations` tells which user messages are tool output sent in the user role."""
@@ -222,10 +223,10 @@ class Sessions:
     def claimed(self, caller: str, explicit_session: str | None, messages: list[Message], model: str, policy: str,
                 check: Callable[[list[Message], int], None] = lambda messages, start: None,
                 observations: ObservationMatcher = NO_OBSERVATIONS,
-                client_session: str | None = None) -> Iterator[Resolved]:
+                client_session: ClientSession | None = None) -> Iterator[Resolved]:
         """resolve(), with the branch held for this request alone until the block ends. `client_session` is the
         session a client names in its own header (see hashing.root_hash)."""
-        root = root_hash(caller, explicit_session, client_session)
+        root = root_hash(caller, explicit_session, client_session.tree if client_session else None)
         with self.serial(root):
             branch, known = self._from_cache(root, messages)
             if branch is None:
@@ -301,7 +302,7 @@ class Sessions:
 
     def _from_store(self, root: str, caller: str, explicit_session: str | None, messages: list[Message],
                     model: str, policy: str, observations: ObservationMatcher,
-                    client_session: str | None = None) -> tuple[Branch, int]:
+                    client_session: ClientSession | None = None) -> tuple[Branch, int]:
         hashes = chain(root, messages)
         nodes = self.store.find_nodes(hashes)
         deepest = max((i for i, digest in enumerate(hashes) if digest in nodes), default=-1)
@@ -309,23 +310,25 @@ class Sessions:
             session_id = nodes[hashes[deepest]].session_id
         else:
             session_id = session_id_for(root, hashes[0], explicit_session)
-            parent = self._parent(root) if client_session is not None and explicit_session is None else None
-            self.store.create_session(session_id, caller, explicit_session, model, policy, client_id=client_session,
-                                      parent_id=parent)
-        branch = Branch(session_id, root, explicit_session is not None, client=client_session is not None)
+            named = client_session if explicit_session is None else None
+            parent = self._parent(root, caller, named.parent) if named is not None and named.parent else None
+            self.store.create_session(session_id, caller, explicit_session, model, policy,
+                                      client_id=named.own if named else None, parent_id=parent)
+        branch = Branch(session_id, root, explicit_session is not None, client=client_session is not None,
+                        client_id=client_session.own if client_session else "")
         rows = [nodes[digest] for digest in hashes[: deepest + 1]]
         self._adopt_rows(branch, messages[: deepest + 1], rows, observations)
         self._load_path(branch)
         return branch, deepest + 1
 
-    def _parent(self, root: str) -> str | None:
-        """The session a new conversation in a client's session was started from: the one waiting for a tool's
-        result (the agent that called its Task tool), else the latest seen; None for the client's first."""
-        candidates = self.cache.candidates(root)
-        waiting = [b for b in candidates if b.messages and b.messages[-1].get("role") == "assistant"
-                   and b.messages[-1].get("tool_calls")]
-        chosen = (waiting or candidates or [None])[-1]
-        return chosen.session_id if chosen is not None else None
+    def _parent(self, root: str, caller: str, named: str) -> str | None:
+        """The session of the conversation the client names as a new one's parent: a recently seen one, else the
+        store's latest of that name; None when there is none."""
+        for branch in reversed(self.cache.candidates(root)):
+            if branch.client_id == named:
+                return branch.session_id
+        found = self.store.find_sessions(named, caller)
+        return str(found[0]["id"]) if found else None
 
     def _adopt_rows(self, branch: Branch, messages: Sequence[Message], rows: Sequence[NodeRow],
                     observations: ObservationMatcher) -> None:

@@ -209,18 +209,39 @@ def test_bad_messages_request_is_a_400_in_anthropics_shape(wire_proxy: Any, fake
 
 
 def test_subagent_is_its_own_session_linked_to_its_parent(wire_proxy: Any, fakes: Any) -> None:
+    """Claude Code's subagent (the Agent tool) shares the session header and adds X-Claude-Code-Agent-Id."""
     fa, _ = fakes
-    fa.script(AnthropicReply([ToolUse("Agent", {"prompt": "look around"})]), AnthropicReply([Text("found it")]))
+    fa.script(AnthropicReply([ToolUse("Agent", {"prompt": "look around"})]), AnthropicReply([Text("found it")]),
+              AnthropicReply([Text("the title")]))
     with claude(wire_proxy, **{"x-claude-code-session-id": "cc-parent"}) as client:
         main = client.messages.with_raw_response.create(
             model="claude-test", max_tokens=64, tools=[BASH], messages=[{"role": "user", "content": TASK}])
         sub = client.messages.with_raw_response.create(
             model="claude-test", max_tokens=64, system="You are a subagent.",
-            messages=[{"role": "user", "content": "look around"}])
-    parent, child = main.headers["x-workset-session"], sub.headers["x-workset-session"]
-    assert parent != child
-    rows = {row["id"]: row for row in wire_proxy.engine.store.find_sessions("cc-parent")}
-    assert rows[child]["parent_id"] == parent and rows[child]["client_id"] == "cc-parent"
+            messages=[{"role": "user", "content": "look around"}], extra_headers={"x-claude-code-agent-id": "a1"})
+        side = client.messages.with_raw_response.create(  # another conversation of the session, not a subagent
+            model="claude-test", max_tokens=64, messages=[{"role": "user", "content": "Name this session."}])
+    parent, child, other = (r.headers["x-workset-session"] for r in (main, sub, side))
+    assert len({parent, child, other}) == 3
+    store = wire_proxy.engine.store
+    rows = {row["id"]: row for row in store.find_sessions("cc-parent") + store.find_sessions("a1")}
+    assert rows[child]["parent_id"] == parent and rows[child]["client_id"] == "a1"
+    assert rows[parent]["client_id"] == "cc-parent" and rows[parent]["parent_id"] is None
+    assert rows[other]["parent_id"] is None
+
+
+def test_codex_subagent_is_linked_to_the_thread_that_spawned_it(wire_proxy: Any, fakes: Any) -> None:
+    """A Codex subagent keeps the session-id, has its own thread-id and names its parent's thread."""
+    _, fr = fakes
+    client = wire_proxy.client()
+    headers = {"session-id": "sess-9", "thread-id": "sess-9"}
+    main = client.responses.with_raw_response.create(model="fake-model", input=TASK, extra_headers=headers)
+    child = client.responses.with_raw_response.create(
+        model="fake-model", input="CHILD-TASK: look around",
+        extra_headers={"session-id": "sess-9", "thread-id": "thread-child", "x-codex-parent-thread-id": "sess-9"})
+    rows = {row["id"]: row for row in wire_proxy.engine.store.find_sessions("thread-child")}
+    parent_id, child_id = main.headers["x-workset-session"], child.headers["x-workset-session"]
+    assert rows[child_id]["parent_id"] == parent_id and fr.violations == []
 
 
 # --- OpenAI Responses -------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from proxy import anthropic, responses
 from proxy.errors import WorksetError
+from proxy.records import ClientSession
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=8))
 json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
@@ -121,7 +122,8 @@ def test_what_the_edges_accept_the_core_takes_without_failing(tmp_path_factory: 
                 continue
             if not internal["messages"]:
                 continue
-            prepared = engine.prepare(internal, "caller", None, "tight", "client-1", lambda m, s: None)
+            prepared = engine.prepare(internal, "caller", None, "tight", ClientSession("client-1", "client-1"),
+                                      lambda m, s: None)
             engine.settle(prepared)
             if edge is anthropic:
                 anthropic.render(body, prepared.body, prepared.stable, prepared.head)
