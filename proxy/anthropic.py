@@ -7,7 +7,8 @@ a user message of the blocks beside them (the user's words, which are not). `cac
 not content: it is left out, so a conversation whose client moves its breakpoints each turn is still one path.
 
 The working set is written back the other way: consecutive messages of one role joined into one Anthropic message
-(tool results first, as the API requires), thinking blocks as they came, `system` and `tools` as the client sent
+(tool results stay first: they were read first, and the core never puts a message before them), thinking blocks
+as they came, `system` and `tools` as the client sent
 them, and cache breakpoints (at most four in all, the client's own on system and tools counted) at the end of
 the frozen head (system, task, compacted turns) and at the end of what stays byte-stable until the next
 compaction, so the next turn reads it from the provider's cache.
@@ -414,6 +415,19 @@ class Dialect:
     def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
         return _withdraw(body)
 
+    def final(self, data: dict[str, Any], earlier: list[dict[str, Any]]) -> None:
+        """With thinking on, the API wants the client's next turn to start with thinking: when the answer does
+        not, the thinking of the recall round before it leads."""
+        content = data.get("content") or []
+        if content and isinstance(content[0], dict) and content[0].get("type") in UNCACHEABLE:
+            return
+        for reply in reversed(earlier):
+            thoughts = [block for block in reply.get("content") or () if isinstance(block, dict)
+                        and block.get("type") in UNCACHEABLE]
+            if thoughts:
+                data["content"] = [*thoughts, *content]
+                return
+
 
 DIALECT = Dialect()
 
@@ -463,6 +477,11 @@ class _Round:
     # call is dropped with it (the client's next turn must not start with thinking the API did not pair with its
     # tool use).
     waiting: list[tuple[_Block, list[tuple[str, dict[str, Any]]]]] = field(default_factory=list)
+    # ... but with thinking on, the API wants the client's next turn to start with a thinking block: the thinking
+    # a recall round hid is shown before the next round's first block when that round opens without its own.
+    hidden: list[tuple[_Block, list[tuple[str, dict[str, Any]]]]] = field(default_factory=list)
+    carried: list[tuple[_Block, list[tuple[str, dict[str, Any]]]]] = field(default_factory=list)
+    opened: bool = False  # the round's first block has come
 
     def take(self, name: str, data: dict[str, Any]) -> bytes | None:
         """The event for the client (None: held back or dropped)."""
@@ -474,9 +493,15 @@ class _Round:
             block = _Block(dict(data.get("content_block") or {}))
             block.recall = _is_recall(block.data) or block.data.get("name") == RECALL_TOOL
             self.blocks[int(data.get("index", 0))] = block
+            first, self.opened = not self.opened, True
+            if first and self.carried and not block.recall and block.data.get("type") not in UNCACHEABLE:
+                self.waiting, self.carried = self.carried + self.waiting, []
+            elif first and block.data.get("type") in UNCACHEABLE:
+                self.carried = []  # this round thinks for itself
             if block.recall:
                 for thought, _ in self.waiting:
                     thought.hidden = True
+                self.hidden.extend(self.waiting)
                 self.waiting.clear()
                 return None
             if block.data.get("type") in UNCACHEABLE:  # thinking: wait for what follows
@@ -496,7 +521,8 @@ class _Round:
             return None if block.recall or block.hidden else event(kind, {**data, "index": block.client_index})
         if kind == "message_delta":
             self.delta = data
-            self.usage = add_usage(self.usage, data.get("usage"))
+            if isinstance(data.get("usage"), dict):  # cumulative within the message: it replaces, not adds
+                self.usage = {**(self.usage or {}), **data["usage"]}
             return None
         if kind == "message_stop":
             return None
@@ -554,7 +580,9 @@ class Relay:
 
     def start(self) -> None:
         if self.rounds:
-            self.round = _Round(first=False, offset=self.round.offset + self.round.sent)
+            before = self.round
+            self.round = _Round(first=False, offset=before.offset + before.sent,
+                                carried=before.hidden or before.carried)
         self.rounds += 1
 
     def take(self, name: str, data: bytes) -> bytes | None:

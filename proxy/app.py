@@ -185,7 +185,7 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
         if prepared.note:
             fields["note"] = prepared.note
         if config.logging.content:
-            fields["messages"] = prepared.body["messages"]
+            fields["messages"] = prepared.body.get("messages", prepared.body.get("input"))
         fields["workset_ms"] = round(own_ms, 3)
         # Deferred ingest (extraction, store writes) and the start of a background summary run on a worker while
         # the request is on its way to the provider: they overlap its latency instead of adding to it.

@@ -196,7 +196,7 @@ class MessagesEdge:
                 _check_payer(config, deployment.holds_key, caller_key)
                 params = deployment.litellm_params
                 base = str(params.get("api_base") or config.upstream.anthropic_base)
-                return AnthropicTarget(_without_v1(base), found.model.split("/", 1)[1],
+                return AnthropicTarget(_without_v1(base), found.model.removeprefix("anthropic/"),
                                        str(params["api_key"]) if params.get("api_key") else None, self.path)
         return AnthropicTarget(_without_v1(config.upstream.anthropic_base), model, None, self.path)
 
@@ -305,7 +305,7 @@ class ResponsesEdge:
 
     async def send(self, upstream: Upstream, target: Any, body: dict[str, Any], caller_key: str | None,
                    client_headers: dict[str, str], query: str = "") -> Reply | Stream:
-        return await upstream.responses(target, body, caller_key, client_headers, self.path)
+        return await upstream.responses(target, body, caller_key, client_headers, self.path, responses.stream_error)
 
     def recall_dialect(self) -> recall.Dialect:
         return responses.DIALECT

@@ -132,12 +132,13 @@ class Engine:
         """What stands for the conversation when its client drops the history (Codex compacting through a provider
         that cannot): the compacted-turns message of a compaction that removes everything it may (all but the
         task, the user's words and the newest turn), with the task state, the digest of every step and the refs
-        to recall them by; and the session id. The conversation is ingested as for any request; nothing else
-        changes (its working set and cache stay as they were)."""
+        to recall them by; and the session id. The conversation is ingested as for any request (in the client's
+        session tree, so those refs are recalled from the next request); nothing else changes (its working set and
+        cache stay as they were)."""
         model = str(body["model"])
         policy = self.policy_for(model, policy_name)
         with self.sessions.claimed(caller, explicit_session, body["messages"], model, policy.name, check,
-                                   policy.observation_matcher) as resolved:
+                                   policy.observation_matcher, client_session) as resolved:
             branch = resolved.branch
             self.sessions.settle(branch)
             conversation = branch.conversation()

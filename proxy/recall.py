@@ -374,6 +374,9 @@ class Dialect(Protocol):
     def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
         """The request without the recall tool (the last round must answer)."""
 
+    def final(self, data: dict[str, Any], earlier: list[dict[str, Any]]) -> None:
+        """The last round's reply as the client gets it, knowing the recall rounds before it."""
+
 
 class ChatDialect:
     """Chat completions: `choices[0].message.tool_calls`."""
@@ -397,6 +400,9 @@ class ChatDialect:
     def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
         return withdraw_tool(body)
 
+    def final(self, data: dict[str, Any], earlier: list[dict[str, Any]]) -> None:
+        return None
+
 
 CHAT = ChatDialect()
 
@@ -408,6 +414,7 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve,
                    deliver_later: Callable[[list[str]], None], dialect: Dialect = CHAT) -> tuple[Any, int]:
     """The final non-streamed reply after answering recall calls, and how many rounds that took."""
     reply, rounds, usage = first, 0, None
+    earlier: list[dict[str, Any]] = []  # the replies of the recall rounds
     while True:
         if getattr(reply, "status", 0) != 200:
             return reply, rounds
@@ -427,10 +434,13 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve,
             dialect.text_only(data)
             break
         rounds += 1
+        earlier.append(data)
         body = dialect.follow_up(body, data, [await resolve(arguments) for arguments in calls])
         if rounds >= max_rounds:
             body = dialect.withdraw(body)
         reply = await ask(body)
+    if rounds:
+        dialect.final(data, earlier)
     if rounds or usage is not None:
         if usage is not None:
             data["usage"] = usage

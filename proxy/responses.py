@@ -31,8 +31,10 @@ from .sse import event, json_object
 SESSION_HEADERS = ("session-id", "thread-id", "session_id", "conversation_id")  # Codex sends the first two
 THREAD_HEADER = "thread-id"  # Codex: this conversation (a subagent's own), within the session
 PARENT_HEADER = "x-codex-parent-thread-id"  # Codex: on a subagent's requests, the thread that spawned it
+# outputs answering a call by its call_id (an mcp_approval_response answers a request by another key: it stays
+# with the model's items, written back as it came)
 OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output",
-                          "computer_call_output", "mcp_approval_response"})
+                          "computer_call_output"})
 CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call", "computer_call"})
 
 RECALL_TOOL_DEFINITION: dict[str, Any] = {
@@ -347,6 +349,9 @@ class Dialect:
     def withdraw(self, body: dict[str, Any]) -> dict[str, Any]:
         return _withdraw(body)
 
+    def final(self, data: dict[str, Any], earlier: list[dict[str, Any]]) -> None:
+        return None
+
 
 DIALECT = Dialect()
 
@@ -497,7 +502,12 @@ class Relay:
 
 
 def error_event(message: str, numbering: list[int] | None = None, code: str = "recall_failed") -> bytes:
-    """An `error` event of a Responses stream."""
+    """An `error` event of a Responses stream (clients such as Codex read its `type`)."""
     number = numbering[0] if numbering else 0
     return event("error", {"type": "error", "code": code, "message": message, "param": None,
                            "sequence_number": number})
+
+
+def stream_error(message: str, kind: str, code: str, tail: bytes = b"\n\n") -> bytes:
+    """The event ending a Responses stream the provider cut or stalled, on an event boundary."""
+    return (b"" if tail.endswith(b"\n\n") else b"\n\n") + error_event(message, None, code)

@@ -88,8 +88,9 @@ class Branch:
     def scope(self) -> Scope:
         """What recall and retrieval may read: the sessions along this path and, for an implicit session (where
         other conversations may have forked from this one or this one from others), only this path's nodes;
-        an explicit session id declares one conversation (whose client may edit its history): all of it; so does a
-        client's own session id (one user's agent, its subagents, its history after the client compacted it)."""
+        an explicit session id declares one conversation (whose client may edit its history): all of it; in a session
+        a client names in its own header, the whole of every session along the path (after a client's compaction,
+        the conversation it compacted, whose refs the compaction item names)."""
         lineage = tuple(dict.fromkeys([*self.node_sessions, self.session_id]))
         return Scope(lineage, None if self.explicit or self.client else self.hashes)
 

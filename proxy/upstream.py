@@ -114,9 +114,11 @@ class Upstream:
         return await self._litellm_chat(target, body, caller_key)
 
     async def responses(self, target: Route, body: dict[str, Any], caller_key: str | None,
-                        client_headers: dict[str, str], path: str = "/responses") -> Reply | Stream:
+                        client_headers: dict[str, str], path: str = "/responses",
+                        stream_error: StreamError = sse_error) -> Reply | Stream:
         """A Responses API request to an OpenAI-compatible deployment, relayed as it comes."""
-        return await self._http(target, path, body, caller_key, client_headers, stream=bool(body.get("stream")))
+        return await self._http(target, path, body, caller_key, client_headers, stream=bool(body.get("stream")),
+                                stream_error=stream_error)
 
     async def embeddings(self, target: Route, body: dict[str, Any], caller_key: str | None,
                          client_headers: dict[str, str]) -> Reply:
@@ -130,7 +132,8 @@ class Upstream:
     # --- plain HTTP to OpenAI-compatible APIs ---------------------------------------------------------------
 
     async def _http(self, target: Route, path: str, body: dict[str, Any], caller_key: str | None,
-                    client_headers: dict[str, str], stream: bool) -> Reply | Stream:
+                    client_headers: dict[str, str], stream: bool, stream_error: StreamError = sse_error
+                    ) -> Reply | Stream:
         params = target.deployment.litellm_params
         base = str(params.get("api_base") or params.get("base_url") or DEFAULT_OPENAI_BASE).rstrip("/")
         payload = {key: value for key, value in params.items() if key not in CONNECTION_PARAMS and key not in body}
@@ -146,7 +149,8 @@ class Upstream:
             if name in client_headers and name not in headers:
                 headers[name] = client_headers[name]
         headers.update({str(k).lower(): str(v) for k, v in (params.get("extra_headers") or {}).items()})
-        return await self.post(base, path, payload, headers, stream, check=path != "/embeddings")
+        return await self.post(base, path, payload, headers, stream, check=path != "/embeddings",
+                               stream_error=stream_error)
 
     async def post(self, base: str, path: str, payload: dict[str, Any], headers: dict[str, str], stream: bool,
                    check: bool = True, stream_error: StreamError = sse_error) -> Reply | Stream:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import re
+
 import anthropic
 import httpx
 import orjson
@@ -358,13 +360,26 @@ def test_codex_compaction_trigger_is_answered_from_workset_and_its_item_read_bac
     [item] = [i.model_dump(exclude_none=True) for i in compacted.output]
     assert item["type"] == "compaction" and item["encrypted_content"].startswith("workset-handoff:")
     users = [i for i in items if i.get("role") in ("user", "developer")]
-    fr.script(ResponsesReply([OutputText("Continuing.")]))
+    recalled: list[str] = []
+
+    def after_compaction(body: dict[str, Any]) -> ResponsesReply:
+        last = body["input"][-1]
+        if last.get("type") == "function_call_output":
+            recalled.append(last["output"])
+            return ResponsesReply([OutputText("Continuing.")])
+        text = orjson.dumps(body["input"]).decode()
+        ref = re.search(r"\[ref:([0-9a-f]{12})\]", text).group(1)  # the digest names every step by its ref
+        return ResponsesReply([FunctionCall("workset_recall", orjson.dumps({"ref": ref}).decode())])
+
+    fr._default = after_compaction
     after = client.responses.create(model="fake-model", input=[*users, item, {"role": "user", "content": "go on"}],
                                     store=False, tools=tools, extra_headers={"session-id": "thread-1"})
     assert after.output_text == "Continuing."
-    seen = fr.requests[-1].body["input"]
+    seen = fr.requests[-2].body["input"]
     handed = [i for i in seen if i.get("role") == "user" and "[workset]" in orjson.dumps(i).decode()]
-    assert handed and "[ref:" in orjson.dumps(handed).decode()  # the digest names every step by its ref
+    assert handed and "[ref:" in orjson.dumps(handed).decode()
+    # a ref the compaction item names is read from the store: the history Codex dropped is still recallable
+    assert recalled and "No stored content" not in recalled[0] and "[ref:" in recalled[0]
     assert fr.violations == []
     reply = httpx.post(wire_proxy.url + "/v1/responses/compact", timeout=10, headers={"authorization": "Bearer k"},
                        json={"model": "fake-model", "input": items})
@@ -394,3 +409,83 @@ def test_an_anthropic_model_list_entry_is_reachable_from_messages(start_proxy: A
     received = fa.requests[-1]
     assert received.headers["x-api-key"] == "sk-provider" and received.body["model"] == "claude-real"
     assert len(fa.requests) == 1  # the refused caller never reached the provider
+
+
+def test_anthropic_stream_relay_keeps_usage_and_leads_with_thinking_after_a_recall_round() -> None:
+    """Usage in message_delta is cumulative (it replaces message_start's, summed only across rounds); and when the
+    round after a recall opens without thinking, the recall round's thinking leads the client's turn (with thinking
+    on, the API wants the next request's last assistant turn to start with it)."""
+    import asyncio
+
+    from proxy import recall
+    from proxy.anthropic import Relay
+    from proxy.sse import event
+    from proxy.upstream import Stream
+
+    def message(blocks: list[dict[str, Any]], output_tokens: int) -> list[bytes]:
+        out = [event("message_start", {"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "content": [],
+            "usage": {"input_tokens": 1000, "cache_read_input_tokens": 500, "output_tokens": 1}}})]
+        for index, block in enumerate(blocks):
+            start = {k: v for k, v in block.items() if k not in ("input", "thinking", "signature")}
+            if block["type"] == "tool_use":
+                start["input"] = {}
+            if block["type"] == "thinking":
+                start.update(thinking="", signature="")
+            out.append(event("content_block_start", {"type": "content_block_start", "index": index,
+                                                     "content_block": start}))
+            if block["type"] == "thinking":
+                out.append(event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
+                    "type": "thinking_delta", "thinking": block["thinking"]}}))
+                out.append(event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
+                    "type": "signature_delta", "signature": block["signature"]}}))
+            if block["type"] == "tool_use":
+                out.append(event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
+                    "type": "input_json_delta", "partial_json": orjson.dumps(block["input"]).decode()}}))
+            out.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
+        out.append(event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {
+            "input_tokens": 1000, "cache_read_input_tokens": 500, "output_tokens": output_tokens}}))
+        return out + [event("message_stop", {"type": "message_stop"})]
+
+    async def chunks(events: list[bytes]) -> Any:
+        for chunk in events:
+            yield chunk
+
+    thinking = {"type": "thinking", "thinking": "read the old output", "signature": "sig-1"}
+    first = message([thinking, {"type": "tool_use", "id": "toolu_r", "name": "workset_recall",
+                                "input": {"ref": "abc"}}], 5)
+    second = message([{"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": {"command": "ls"}}], 7)
+    asked: list[dict[str, Any]] = []
+
+    async def ask(body: dict[str, Any]) -> Stream:
+        asked.append(body)
+        return Stream(chunks(second))
+
+    async def resolve(arguments: str) -> str:
+        return "recalled"
+
+    async def run() -> list[tuple[str, dict[str, Any]]]:
+        out = b"".join([chunk async for chunk in recall.stream(Stream(chunks(first)), {"messages": []}, ask,
+                                                                resolve, 3, lambda texts: None, Relay())])
+        return [(block.split(b"\n")[0][7:].decode(), orjson.loads(block.split(b"\n")[1][6:]))
+                for block in out.split(b"\n\n") if block]
+
+    events = asyncio.run(run())
+    starts = [data["content_block"]["type"] for name, data in events if name == "content_block_start"]
+    assert starts == ["thinking", "tool_use"]  # the recall call hidden, its thinking leading the Bash call
+    assert [data["index"] for name, data in events if name == "content_block_start"] == [0, 1]
+    [delta] = [data for name, data in events if name == "message_delta"]
+    assert delta["usage"] == {"input_tokens": 2000, "cache_read_input_tokens": 1000, "output_tokens": 12}
+    assert asked[0]["messages"][-1]["content"][0]["content"] == "recalled"
+
+
+def test_a_responses_stream_the_provider_cuts_ends_with_a_responses_error_event(wire_proxy: Any, fakes: Any) -> None:
+    _, fr = fakes
+    fr.script(ResponsesReply([OutputText("a long answer that breaks off")], cut=True))
+    with httpx.stream("POST", wire_proxy.url + "/v1/responses", timeout=20, headers={"authorization": "Bearer k"},
+                      json={"model": "fake-model", "input": "hi", "stream": True}) as response:
+        body = b"".join(response.iter_bytes())
+    last = [block for block in body.split(b"\n\n") if block.strip()][-1]
+    assert last.startswith(b"event: error\n")
+    data = orjson.loads(last.split(b"data: ", 1)[1])
+    assert data["type"] == "error" and data["code"] == "stream_cut"
