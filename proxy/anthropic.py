@@ -31,6 +31,7 @@ from .messages import PINNED_ROLES, tool_name
 from .recall import RECALL_DEFINITION, RECALL_TOOL, add_usage
 from .records import WIRE, ClientSession, Message
 from .sse import event, json_object
+from .validate import check_common
 
 CLAUDE_SESSION_HEADER = "x-claude-code-session-id"
 CLAUDE_AGENT_HEADER = "x-claude-code-agent-id"  # on a subagent's requests only
@@ -56,9 +57,7 @@ RECALL_TOOL_DEFINITION: dict[str, Any] = {
 def check(body: dict[str, Any]) -> None:
     """What workset reads of a Messages request, well-typed: a 400 naming the problem otherwise (the provider
     checks the rest). Each message is checked as it is read (read_messages), once per conversation."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise bad_request("'model' must be a non-empty string", "model", "invalid_type")
+    check_common(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty array", "messages", "invalid_type")
@@ -66,11 +65,6 @@ def check(body: dict[str, Any]) -> None:
     if system is not None and type(system) is not str and (
             type(system) is not list or any(type(block) is not dict for block in system)):
         raise bad_request("'system' must be a string or an array of text blocks", "system", "invalid_type")
-    tools = body.get("tools")
-    if tools is not None and (type(tools) is not list or any(type(tool) is not dict for tool in tools)):
-        raise bad_request("'tools' must be an array of objects", "tools", "invalid_type")
-    if body.get("stream") is not None and type(body["stream"]) is not bool:
-        raise bad_request("'stream' must be a boolean", "stream", "invalid_type")
 
 
 def client_session(headers: Mapping[str, str], body: dict[str, Any]) -> ClientSession | None:

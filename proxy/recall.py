@@ -407,6 +407,11 @@ class ChatDialect:
 CHAT = ChatDialect()
 
 
+async def answers(calls: list[str], resolve: Resolve) -> list[str]:
+    """The answer to each recall call (its arguments), in order."""
+    return [await resolve(arguments) for arguments in calls]
+
+
 # --- a whole response ---------------------------------------------------------------------------------------------
 
 
@@ -427,7 +432,7 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve,
         if not calls:
             break
         if own:  # the agent's calls go back now; the recall is resolved for the next request
-            deliver_later([await resolve(arguments) for arguments in calls])
+            deliver_later(await answers(calls, resolve))
             dialect.own_only(data)
             break
         if rounds >= max_rounds:  # the tool was withdrawn and the model still calls it: answer with its text
@@ -435,7 +440,7 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve,
             break
         rounds += 1
         earlier.append(data)
-        body = dialect.follow_up(body, data, [await resolve(arguments) for arguments in calls])
+        body = dialect.follow_up(body, data, await answers(calls, resolve))
         if rounds >= max_rounds:
             body = dialect.withdraw(body)
         reply = await ask(body)
@@ -506,7 +511,7 @@ async def stream(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, m
             calls, own = relay.calls()
             if calls and not own and rounds < max_rounds:
                 rounds += 1
-                body = relay.follow_up(body, [await resolve(arguments) for arguments in calls])
+                body = relay.follow_up(body, await answers(calls, resolve))
                 if rounds >= max_rounds:
                     body = relay.withdraw(body)
                 nxt = await ask(body)
@@ -516,7 +521,7 @@ async def stream(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, m
                 current = nxt
                 continue
             if calls and own:  # the agent's calls went out; the recall is answered with the next request
-                deliver_later([await resolve(arguments) for arguments in calls])
+                deliver_later(await answers(calls, resolve))
             yield relay.close(bool(calls) and not own)
             return
     except Exception as error:  # a provider failure in a follow-up round, or a workset bug

@@ -27,6 +27,7 @@ from .messages import tool_name
 from .recall import RECALL_DEFINITION, RECALL_TOOL, add_usage
 from .records import WIRE, ClientSession, Message
 from .sse import event, json_object
+from .validate import check_common
 
 SESSION_HEADERS = ("session-id", "thread-id", "session_id", "conversation_id")  # Codex sends the first two
 THREAD_HEADER = "thread-id"  # Codex: this conversation (a subagent's own), within the session
@@ -50,9 +51,7 @@ RECALL_TOOL_DEFINITION: dict[str, Any] = {
 
 def check(body: dict[str, Any]) -> None:
     """What workset reads of a Responses request, well-typed: a 400 naming the problem otherwise."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise bad_request("'model' must be a non-empty string", "model", "invalid_type")
+    check_common(body)
     items = body.get("input")
     if items is None:
         raise bad_request("missing required parameter: 'input'", "input", "missing_required_parameter")
@@ -61,11 +60,6 @@ def check(body: dict[str, Any]) -> None:
     instructions = body.get("instructions")
     if instructions is not None and type(instructions) is not str:
         raise bad_request("'instructions' must be a string", "instructions", "invalid_type")
-    tools = body.get("tools")
-    if tools is not None and (type(tools) is not list or any(type(tool) is not dict for tool in tools)):
-        raise bad_request("'tools' must be an array of objects", "tools", "invalid_type")
-    if body.get("stream") is not None and type(body["stream"]) is not bool:
-        raise bad_request("'stream' must be a boolean", "stream", "invalid_type")
 
 
 def client_session(headers: Mapping[str, str], body: dict[str, Any]) -> ClientSession | None:

@@ -58,6 +58,19 @@ def check_model(body: dict[str, Any]) -> str:
     return model
 
 
+def check_common(body: dict[str, Any]) -> None:
+    """What every wire format's request must have, well-typed: a model, tools as an array of objects, a boolean
+    stream (workset reads it to choose how to relay the answer)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise bad_request("'model' must be a non-empty string", param="model", code="invalid_type")
+    tools = body.get("tools")
+    if tools is not None and (type(tools) is not list or any(type(tool) is not dict for tool in tools)):
+        raise bad_request("'tools' must be an array of objects", param="tools", code="invalid_type")
+    if body.get("stream") is not None and type(body["stream"]) is not bool:
+        raise bad_request("'stream' must be a boolean", param="stream", code="invalid_type")
+
+
 def check_chat(body: dict[str, Any]) -> None:
     """model and messages present and well-typed. The messages themselves are checked by check_messages, from
     the first one workset has not seen on this conversation path (seen ones were checked when they arrived)."""
