@@ -30,7 +30,7 @@ from .jsonbytes import encode_json
 from .messages import PINNED_ROLES, tool_name
 from .recall import RECALL_DEFINITION, RECALL_TOOL, add_usage
 from .records import WIRE, ClientSession, Message
-from .sse import event, json_object
+from .sse import boundary, event, json_object
 from .validate import check_common
 
 CLAUDE_SESSION_HEADER = "x-claude-code-session-id"
@@ -349,9 +349,8 @@ def error_body(error: WorksetError) -> dict[str, Any]:
 
 def error_event(message: str, kind: str, code: str, tail: bytes = b"\n\n") -> bytes:
     """An `error` event for a Messages stream, starting on an event boundary."""
-    separator = b"" if tail.endswith(b"\n\n") else b"\n\n"
-    payload = {"type": "error", "error": {"type": kind, "message": message, "code": code}}
-    return separator + b"event: error\ndata: " + orjson.dumps(payload) + b"\n\n"
+    return boundary(tail) + event("error", {"type": "error", "error": {"type": kind, "message": message,
+                                                                         "code": code}})
 
 
 # --- recall rounds ----------------------------------------------------------------------------------------------

@@ -244,8 +244,7 @@ def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str],
     passthrough = edge.passthrough(body)
     if passthrough:
         fields["note"] = passthrough
-        policy = workset.engine.policy_for(model, policy_name).name
-        return Admitted(target, explicit, Prepared(body, None, policy, 0, 0, note=passthrough), body)
+        return Admitted(target, explicit, _as_sent(workset, body, policy_name, passthrough), body)
     prepared = _prepare(workset, edge, body, key_hash(caller_key), explicit, client, policy_name, fields)
     try:
         outgoing = edge.render(body, prepared)
@@ -292,8 +291,14 @@ def _handoff(workset: Workset, edge: Edge, body: dict[str, Any], conversation: d
         return None
     note = "compaction answered by workset"
     fields["note"] = note
+    return _as_sent(workset, body, policy_name, note, session), answer
+
+
+def _as_sent(workset: Workset, body: dict[str, Any], policy_name: str | None, note: str,
+             session: str | None = None) -> Prepared:
+    """A request workset forwards, or answers itself, without a working set: under which policy, and why."""
     policy = workset.engine.policy_for(str(body["model"]), policy_name).name
-    return Prepared(body, session, policy, 0, 0, note=note), answer
+    return Prepared(body, session, policy, 0, 0, note=note)
 
 
 def _failed_open(error: Exception, model: Any, fields: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -22,53 +22,69 @@ from .translation import Translations
 from .upstream import DEFAULT_OPENAI_BASE, Reply, Route, Stream, Upstream, route
 from .validate import check_chat, check_messages
 
-class Edge(Protocol):
-    name: str  # in the logs: "chat", "messages", "responses"
-    answers_recall: bool  # whether the answer may hold recall calls (not a token count)
+class Edge:
+    """One wire format at the edge. What a format does not have (a client's own session ids, requests forwarded
+    without a working set, compactions workset answers itself) it need not say: these defaults say "none"."""
+
+    name = ""  # in the logs: "chat", "messages", "responses", ...
+    answers_recall = True  # whether the answer may hold recall calls (not a token count)
 
     def check(self, body: dict[str, Any]) -> None:
         """What workset reads of the request, well-typed (a 400 otherwise)."""
+        raise NotImplementedError
 
     def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> ClientSession | None:
-        """The session the client names in its own header or field (Claude Code's, Codex's), if any."""
+        """The session the client names in its own headers (Claude Code's, Codex's), if any."""
+        return None
 
     def to_internal(self, body: dict[str, Any], translations: Translations | None = None,
                     key: str = "") -> dict[str, Any]:
         """The request in the internal (chat) form the core works on (`translations`: what the conversation
         `key` was read as last time, to read only what is new)."""
+        raise NotImplementedError
 
     def check_messages(self, messages: list[Message], start: int) -> None:
-        """Checks of internal messages not seen before (a translated request's messages were checked in its own
-        format as they were read)."""
+        """Checks of internal messages not seen before; a translated request's messages were checked in its own
+        format as they were read."""
+        return None
 
     def passthrough(self, body: dict[str, Any]) -> str:
         """Why the request goes out as sent, without a working set ("" when it does not)."""
+        return ""
 
     def target(self, config: Config, model: str, caller_key: str | None) -> Any:
         """Where the request goes."""
+        raise NotImplementedError
 
     def handoff(self, body: dict[str, Any], target: Any) -> dict[str, Any] | None:
         """The conversation whose compaction the client asks for and workset answers itself (the provider cannot),
         or None: the request goes to the provider."""
+        return None
 
     def handoff_answer(self, body: dict[str, Any], text: str) -> Reply | Stream:
         """The answer to such a request, standing for the conversation with `text`."""
+        raise NotImplementedError
 
     def render(self, body: dict[str, Any], prepared: Prepared) -> dict[str, Any]:
         """The request to forward, in the client's wire format."""
+        raise NotImplementedError
 
     async def send(self, upstream: Upstream, target: Any, body: dict[str, Any], caller_key: str | None,
                    client_headers: dict[str, str], query: str = "") -> Reply | Stream:
         """The provider's answer to `body` (`query`: the client's query string, for formats that pass it on)."""
+        raise NotImplementedError
 
     def recall_dialect(self) -> recall.Dialect:
         """How recall rounds read a whole answer."""
+        raise NotImplementedError
 
     def recall_relay(self) -> recall.Relay:
         """How recall rounds relay a stream (a new one per client stream)."""
+        raise NotImplementedError
 
     def error_response(self, error: WorksetError) -> Response:
         """workset's own error (bad input, provider unreachable) as this format's clients read errors."""
+        return error.response()
 
 
 def openai_route(config: Config, model: str, caller_key: str | None) -> Route:
@@ -90,17 +106,12 @@ def _check_payer(config: Config, holds_key: bool, caller_key: str | None) -> Non
 # --- chat completions -----------------------------------------------------------------------------------------
 
 
-class ChatEdge:
+class ChatEdge(Edge):
     """OpenAI chat completions: the internal form itself."""
 
     name = "chat"
-    answers_recall = True
-
     def check(self, body: dict[str, Any]) -> None:
         check_chat(body)
-
-    def client_session(self, headers: Mapping[str, str], body: dict[str, Any]) -> ClientSession | None:
-        return None
 
     def to_internal(self, body: dict[str, Any], translations: Translations | None = None,
                     key: str = "") -> dict[str, Any]:
@@ -109,17 +120,8 @@ class ChatEdge:
     def check_messages(self, messages: list[Message], start: int) -> None:
         check_messages(messages, start)
 
-    def passthrough(self, body: dict[str, Any]) -> str:
-        return ""
-
     def target(self, config: Config, model: str, caller_key: str | None) -> Any:
         return openai_route(config, model, caller_key)
-
-    def handoff(self, body: dict[str, Any], target: Any) -> dict[str, Any] | None:
-        return None
-
-    def handoff_answer(self, body: dict[str, Any], text: str) -> Reply | Stream:
-        raise NotImplementedError
 
     def render(self, body: dict[str, Any], prepared: Prepared) -> dict[str, Any]:
         return strip_session_metadata(prepared.body)
@@ -133,9 +135,6 @@ class ChatEdge:
 
     def recall_relay(self) -> recall.Relay:
         return recall.ChatRelay()
-
-    def error_response(self, error: WorksetError) -> Response:
-        return error.response()
 
 
 def strip_session_metadata(body: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +162,7 @@ class AnthropicTarget:
     path: str = "/v1/messages"
 
 
-class MessagesEdge:
+class MessagesEdge(Edge):
     """Anthropic Messages (Claude Code): /v1/messages and /v1/messages/count_tokens."""
 
     def __init__(self, path: str = "/v1/messages") -> None:
@@ -182,12 +181,6 @@ class MessagesEdge:
         read = translations.read(key, body["messages"], anthropic.read_messages) if translations else None
         return anthropic.to_internal(body, read)
 
-    def check_messages(self, messages: list[Message], start: int) -> None:
-        return None  # checked in the client's format as they were read
-
-    def passthrough(self, body: dict[str, Any]) -> str:
-        return ""
-
     def target(self, config: Config, model: str, caller_key: str | None) -> AnthropicTarget:
         deployment = config.deployment_for(model)
         if deployment is not None:
@@ -199,12 +192,6 @@ class MessagesEdge:
                 return AnthropicTarget(_without_v1(base), found.model.removeprefix("anthropic/"),
                                        str(params["api_key"]) if params.get("api_key") else None, self.path)
         return AnthropicTarget(_without_v1(config.upstream.anthropic_base), model, None, self.path)
-
-    def handoff(self, body: dict[str, Any], target: Any) -> dict[str, Any] | None:
-        return None
-
-    def handoff_answer(self, body: dict[str, Any], text: str) -> Reply | Stream:
-        raise NotImplementedError
 
     def render(self, body: dict[str, Any], prepared: Prepared) -> dict[str, Any]:
         if not prepared.rewritten:
@@ -245,7 +232,7 @@ def _without_v1(base: str) -> str:
 # --- OpenAI Responses -----------------------------------------------------------------------------------------
 
 
-class ResponsesEdge:
+class ResponsesEdge(Edge):
     """OpenAI Responses (Codex, the Agents SDK): /v1/responses (and /v1/responses/compact), to OpenAI-compatible
     deployments."""
 
@@ -266,9 +253,6 @@ class ResponsesEdge:
         read = translations.read(key, items, responses.read_messages) \
             if translations and isinstance(items, list) else None
         return responses.to_internal(body, read)
-
-    def check_messages(self, messages: list[Message], start: int) -> None:
-        return None  # checked in the client's format as they were read
 
     def passthrough(self, body: dict[str, Any]) -> str:
         if responses.provider_holds_history(body):
@@ -312,9 +296,6 @@ class ResponsesEdge:
 
     def recall_relay(self) -> recall.Relay:
         return responses.Relay()
-
-    def error_response(self, error: WorksetError) -> Response:
-        return error.response()
 
 
 def native_compaction(target: Route) -> bool:

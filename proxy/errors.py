@@ -7,6 +7,8 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
+from .sse import boundary
+
 
 def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None,
                param: str | None = None) -> dict[str, Any]:
@@ -44,5 +46,4 @@ def json_response(status: int, payload: dict[str, Any], headers: dict[str, str] 
 def sse_error(message: str, kind: str, code: str, tail: bytes = b"\n\n") -> bytes:
     """An error event for a server-sent-event stream, starting on an event boundary whatever `tail` (the end of
     what was sent so far) left open."""
-    separator = b"" if tail.endswith(b"\n\n") else b"\n\n"
-    return separator + b"data: " + orjson.dumps(error_body(message, kind, code)) + b"\n\n"
+    return boundary(tail) + b"data: " + orjson.dumps(error_body(message, kind, code)) + b"\n\n"

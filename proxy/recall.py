@@ -418,7 +418,7 @@ async def answers(calls: list[str], resolve: Resolve) -> list[str]:
 async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve, max_rounds: int,
                    deliver_later: Callable[[list[str]], None], dialect: Dialect = CHAT) -> tuple[Any, int]:
     """The final non-streamed reply after answering recall calls, and how many rounds that took."""
-    reply, rounds, usage = first, 0, None
+    reply, rounds, usage, changed = first, 0, None, False
     earlier: list[dict[str, Any]] = []  # the replies of the recall rounds
     while True:
         if getattr(reply, "status", 0) != 200:
@@ -431,6 +431,7 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve,
         usage = add_usage(usage, data.get("usage"))
         if not calls:
             break
+        changed = True  # from here on the client gets a reply workset wrote
         if own:  # the agent's calls go back now; the recall is resolved for the next request
             deliver_later(await answers(calls, resolve))
             dialect.own_only(data)
@@ -446,7 +447,7 @@ async def complete(first: Any, body: dict[str, Any], ask: Ask, resolve: Resolve,
         reply = await ask(body)
     if rounds:
         dialect.final(data, earlier)
-    if rounds or usage is not None:
+    if changed:  # an answer without recall calls (nearly every one) goes back as the provider's bytes
         if usage is not None:
             data["usage"] = usage
         reply.body = orjson.dumps(data)

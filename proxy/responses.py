@@ -26,7 +26,7 @@ from .jsonbytes import encode_json
 from .messages import tool_name
 from .recall import RECALL_DEFINITION, RECALL_TOOL, add_usage
 from .records import WIRE, ClientSession, Message
-from .sse import event, json_object
+from .sse import boundary, event, json_object
 from .validate import check_common
 
 SESSION_HEADERS = ("session-id", "thread-id", "session_id", "conversation_id")  # Codex sends the first two
@@ -504,4 +504,4 @@ def error_event(message: str, numbering: list[int] | None = None, code: str = "r
 
 def stream_error(message: str, kind: str, code: str, tail: bytes = b"\n\n") -> bytes:
     """The event ending a Responses stream the provider cut or stalled, on an event boundary."""
-    return (b"" if tail.endswith(b"\n\n") else b"\n\n") + error_event(message, None, code)
+    return boundary(tail) + error_event(message, None, code)

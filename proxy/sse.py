@@ -54,6 +54,11 @@ def json_object(data: bytes) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
+def boundary(tail: bytes) -> bytes:
+    """What starts a new event after `tail` (the end of what was sent so far): nothing when it ended one."""
+    return b"" if tail.endswith(b"\n\n") else b"\n\n"
+
+
 def event(name: str, data: dict[str, Any]) -> bytes:
     """One named event."""
     return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
