@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .config import Config
+from .decisions import Decision, as_sent, decide, epoch_why
 from .extract.actions import verification
 from .extract.approvals import approval_subject
 from .extract.text import flat
@@ -70,6 +71,10 @@ class Prepared:
     # that marks cache breakpoints puts them. 0 when the messages were forwarded as sent.
     stable: int = 0
     head: int = 0
+    decision: Decision | None = field(default=None, repr=False)  # what workset did, message by message, and why
+    # of tokens_original, what a prompt cache would have held had every request of the session been forwarded
+    # whole (the leading messages shared with the previous request, and the tools): for the savings figures
+    whole_reused: int = 0
 
 
 class Engine:
@@ -164,14 +169,17 @@ class Engine:
         try:
             tools_tokens = self.counter.tools(body.get("tools"))
             original = branch.total_tokens + tools_tokens
+            whole_reused = _whole_reused(branch, tools_tokens)
             unchanged = Prepared(body, branch.session_id, policy.name, original, original,
-                                 new_messages=resolved.new_messages, branch=branch)
+                                 new_messages=resolved.new_messages, branch=branch, whole_reused=whole_reused)
             if policy.passthrough:
                 unchanged.note = "passthrough policy"
+                unchanged.decision = as_sent(branch.hashes, unchanged.note)
                 return unchanged
             pairing = branch.pairing.feed(messages)
             if not pairing.complete:
                 unchanged.note = "tool calls and results not paired: forwarded as sent"
+                unchanged.decision = as_sent(branch.hashes, unchanged.note)
                 return unchanged
             if policy.recall.enabled:
                 tools_tokens += self.recall_tokens  # offered whenever refs show; reserved so the budget holds
@@ -206,7 +214,8 @@ class Engine:
             branch.built, branch.built_for = prefix, built_for
             out = dict(body)
             out["messages"] = with_tail_state(list(prefix.messages), tail)
-            stable = len(prefix.messages) - (1 if tail is not None and out["messages"][-1] is not tail else 0)
+            tail_last = tail is None or out["messages"][-1] is tail
+            stable = len(prefix.messages) - (0 if tail_last else 1)
             recall = False
             if policy.recall.enabled:
                 offered = offer_tool(out) if prefix.refs or policy.recall.offer == "always" else None
@@ -214,10 +223,15 @@ class Engine:
                 out = offered or out
                 if not recall:
                     total -= self.recall_tokens
+            why = {"policy": policy.name, "recent_turns": policy.recent_turns,
+                   "tool_output_tokens": policy.tool_outputs.max_tokens, "paste_tokens": policy.user_messages.paste_tokens,
+                   "budget": budget.limit, "trigger": budget.trigger, "epoch": epoch_why(epoch),
+                   "compacted": epoch.reason if compacted and epoch else "", "recall": recall,
+                   "retrieved": bool(retrieved), "state": policy.state.position}
             return Prepared(out, branch.session_id, policy.name, original, total, budget.limit, budget.room, compacted,
                             rewritten=True, new_messages=resolved.new_messages, branch=branch, recall=recall,
                             retrieved=bool(retrieved), epoch=epoch if compacted else None, stable=stable,
-                            head=prefix.head)
+                            head=prefix.head, decision=decide(prefix, branch.hashes, tail, tail_last, why), whole_reused=whole_reused)
         except Exception:
             self.sessions.forget(branch)
             raise
@@ -464,6 +478,18 @@ def _dialogue(conversation: Conversation) -> str:
             dialogue.append(message_text(message))
             dialogue.extend(call.arguments for call in tool_calls(message))
     return "\n".join(said_by_user) + "\0" + "\n".join(dialogue)
+
+
+def _whole_reused(branch: Branch, tools_tokens: int) -> int:
+    """Of the agent's request, what a prompt cache would hold had the session's requests been forwarded whole:
+    `workset eval`'s cache model (the leading messages shared with the previous request, and the tool definitions
+    once there was one). Remembers this request as the previous one."""
+    previous, branch.last_request = branch.last_request, (len(branch.hashes), branch.hashes[-1] if branch.hashes else "")
+    if previous is None:
+        return 0
+    count, tip = previous
+    shared = 0 < count <= len(branch.hashes) and branch.hashes[count - 1] == tip
+    return tools_tokens + (sum(branch.tokens[:count]) if shared else 0)
 
 
 def _prefix_key(policy: Policy, budget: Budget, epoch: Epoch | None) -> str:

@@ -123,6 +123,17 @@ class BuiltPrefix:
     tokens: int = 0
     refs: bool = False  # whether any message shows a [ref:ID] (an elided or excerpted content)
     head: int = 0  # messages up to the one standing for the compacted turns (0 when there is none)
+    # What became of each message, for the request's decision record (proxy.decisions), kept as the prefix grows so
+    # that recording costs next to nothing: one code per conversation message consumed (VERBATIM, MASKED, EXCERPTED,
+    # PASTE or REMOVED), and COMPACTED where the compacted turns stand; and what workset wrote, with its storage key.
+    codes: list[str] = field(default_factory=list)
+    made: list[tuple[str, Message]] = field(default_factory=list)
+    recorded: int = 0  # of `made`, how many a decision record has handed to the store
+    tail_key: str = ""  # the live state last recorded with this prefix (stored once while it does not change)
+
+
+# codes of BuiltPrefix.codes (one character each: a request's record is their string)
+VERBATIM, MASKED, EXCERPTED, PASTE, REMOVED, COMPACTED = "k", "m", "x", "p", "-", "C"
 
 
 # --- structure --------------------------------------------------------------------------------------------------
@@ -333,21 +344,22 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
     for index in range(start, len(messages)):
         message = messages[index]
         if task is not None and task < index <= removed_through and index not in kept:
+            prefix.codes.append(REMOVED)
             continue
         tokens = conversation.tokens[index]
+        form = VERBATIM
         if conversation.is_output(index):
             if index <= masked_through:
-                message = placeholder(conversation, index, policy)
-                tokens = counter.message(message, generated=True)
-                prefix.refs = True
+                message, form = placeholder(conversation, index, policy), MASKED
             elif tokens - MESSAGE_OVERHEAD > limit:
-                message = excerpted(conversation, index, policy, excerpt)
-                tokens = counter.message(message, generated=True)
-                prefix.refs = True
+                message, form = excerpted(conversation, index, policy, excerpt), EXCERPTED
         elif index in pastes:
-            message = excerpted(conversation, index, policy, excerpt)
+            message, form = excerpted(conversation, index, policy, excerpt), PASTE
+        prefix.codes.append(form)
+        if form != VERBATIM:
             tokens = counter.message(message, generated=True)
             prefix.refs = True
+            prefix.made.append((f"{form}:{conversation.hashes[index]}", message))
         prefix.messages.append(message)
         prefix.tokens += tokens
         if index == task and epoch is not None:
@@ -358,6 +370,8 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
                 prefix.head = len(prefix.messages)
                 prefix.tokens += compacted_tokens(sections, counter)[0]
                 prefix.refs = True
+                prefix.codes.append(COMPACTED)
+                prefix.made.append((f"{COMPACTED}:{epoch.key}", summary))
     prefix.upto = len(messages)
     return prefix
 
