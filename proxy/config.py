@@ -123,6 +123,25 @@ class CacheSettings:
 
 
 @dataclass(frozen=True)
+class PriceSettings:
+    input: float = setting(0.0, "dollars per million prompt tokens", min=0.0)
+    output: float = setting(0.0, "dollars per million completion tokens", min=0.0)
+    cached_input: float | None = setting(None, "dollars per million prompt tokens read from the provider's cache "
+                                               "(null: the input price)", min=0.0)
+    cache_write: float | None = setting(None, "dollars per million prompt tokens written to the provider's cache "
+                                              "(null: the input price)", min=0.0)
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    enabled: bool = setting(True, "serve Prometheus metrics at GET /metrics (false: that route answers 404)")
+    require_key: bool = setting(
+        False, "/metrics asks for one of server.api_keys as the bearer token (401 otherwise); its figures name no "
+               "session or key, so it is open by default, like /healthz",
+    )
+
+
+@dataclass(frozen=True)
 class Config:
     model_list: tuple[Deployment, ...] = setting((), "upstream deployments, LiteLLM's format")
     env_defaults: dict[str, str] = setting({}, "values for os.environ/NAME references when NAME is unset")
@@ -136,6 +155,10 @@ class Config:
     tokens: TokenSettings = setting(TokenSettings(), "token counting")
     ingest: IngestSettings = setting(IngestSettings(), "what workset reads of each new message")
     cache: CacheSettings = setting(CacheSettings(), "in-memory caches")
+    metrics: MetricsSettings = setting(MetricsSettings(), "Prometheus metrics")
+    prices: dict[str, PriceSettings] = setting(
+        {}, "model name glob -> prices for the savings figures, first match wins; unlisted models use litellm's "
+            "price map")
 
     def deployment_for(self, model: str) -> Deployment | None:
         """Exact model_name first, then globs in file order."""

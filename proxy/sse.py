@@ -35,6 +35,12 @@ async def events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[str, bytes
         yield event
 
 
+def whole_events(piece: bytes) -> list[tuple[str, bytes]]:
+    """The events of a piece of a stream held whole in memory (a piece cut mid-event yields a part of one)."""
+    parsed = (_parse(block) for block in piece.replace(b"\r\n", b"\n").split(b"\n\n"))
+    return [event for event in parsed if event is not None]
+
+
 def _parse(block: bytes) -> tuple[str, bytes] | None:
     name, data = "", []
     for line in block.split(b"\n"):

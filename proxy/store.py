@@ -24,7 +24,7 @@ from .logs import get_logger
 from .passages import has_cjk, query_words
 from .records import Action, Fact
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _IN_CHUNK = 500  # host parameters per IN (...) query
 _WRITE_BATCH = 256  # writes per commit at most: bounds how long one commit holds the file (not a tuning knob)
 T = TypeVar("T")
@@ -109,8 +109,27 @@ def _migrate_to_6(db: sqlite_utils.Database) -> None:
             db["sessions"].add_column(column, str)
 
 
+def _migrate_to_7(db: sqlite_utils.Database) -> None:
+    """One row per forwarded request: its decision record and its accounting (proxy.decisions, proxy.accounting);
+    and the messages workset wrote in the working sets (placeholders, excerpts, compacted turns, live state), each
+    stored once per session under its content hash."""
+    db["turns"].create(
+        {"id": int, "session_id": str, "n": int, "created_at": float, "route": str, "model": str, "policy": str,
+         "messages": int, "tip": str, "tokens_original": int, "tokens_sent": int, "whole_reused": int,
+         "input_tokens": int, "cached_tokens": int, "cache_write_tokens": int, "output_tokens": int,
+         "reported": int, "whole_tokens": int, "whole_cached_tokens": int, "whole_write_tokens": int,
+         "cost": float, "cost_whole": float, "compaction": str, "recall_rounds": int, "status": int,
+         "workset_ms": float, "latency_ms": float, "note": str, "record": str},
+        pk="id", not_null={"session_id", "n"}, if_not_exists=True,
+    )
+    db["turns"].create_index(["session_id", "n"], unique=True, if_not_exists=True)
+    db["turns"].create_index(["created_at"], if_not_exists=True)
+    db["shown"].create({"session_id": str, "hash": str, "body": str}, pk=("session_id", "hash"),
+                       not_null={"body"}, if_not_exists=True)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3, _migrate_to_4,
-                                                             _migrate_to_5, _migrate_to_6]
+                                                             _migrate_to_5, _migrate_to_6, _migrate_to_7]
 
 
 @dataclass(frozen=True)
@@ -682,6 +701,56 @@ class Store:
             params,
         )
 
+    # --- turns: decision records and accounting -------------------------------------------------------------
+
+    def add_turn(self, session_id: str, row: dict[str, Any], made: dict[str, bytes]) -> None:
+        """A forwarded request's row (numbered in its session as it is written) and the messages workset wrote
+        for it that the session does not hold yet."""
+        names = ["session_id", "created_at", *row]
+        values = (session_id, time.time(), *row.values())
+        shown = [(session_id, digest, body.decode()) for digest, body in made.items()]
+
+        def write() -> None:
+            self._write.execute(
+                f"INSERT INTO turns (n, {', '.join(names)}) SELECT coalesce(max(n), 0) + 1, {_marks(len(names))}"
+                " FROM turns WHERE session_id = ?", (*values, session_id))
+            if shown:
+                self._write.executemany("INSERT OR IGNORE INTO shown (session_id, hash, body) VALUES (?, ?, ?)", shown)
+
+        self._submit(write, (session_id,))
+
+    def turns(self, session_id: str, columns: Sequence[str], first: int = 1, last: int | None = None) -> list[dict[str, Any]]:
+        """Rows of a session's forwarded requests numbered first..last, in order: only `columns` (records are
+        large; a session page of 2,000 turns reads figures only)."""
+        self.flush((session_id,))
+        upper = " AND n <= ?" if last is not None else ""
+        params: tuple[Any, ...] = (session_id, first) + ((last,) if last is not None else ())
+        return self._rows(f"SELECT {', '.join(columns)} FROM turns WHERE session_id = ? AND n >= ?{upper} ORDER BY n",
+                          params)
+
+    def shown_messages(self, session_id: str, hashes: Sequence[str]) -> dict[str, Any]:
+        """The messages workset wrote, by hash (parsed)."""
+        rows = self._select_in("SELECT hash, body FROM shown WHERE session_id = ? AND hash IN ({})", (session_id,),
+                               hashes)
+        return {digest: orjson.loads(body) for digest, body in rows}
+
+    def turn_totals(self, key_hash: str | None = None, since: float = 0.0, limit: int = 100) -> list[dict[str, Any]]:
+        """Per session, the sums of its requests since `since` (epoch seconds), most recently active first: the
+        savings table (of one key, or of all keys when None)."""
+        self.flush()
+        scope = " AND s.key_hash = ?" if key_hash is not None else ""
+        return self._rows(
+            "SELECT s.id, s.explicit_id, s.client_id, s.model, s.policy, s.messages, count(*) AS turns,"
+            " sum(t.tokens_original) AS tokens_original, sum(t.tokens_sent) AS tokens_sent,"
+            " sum(t.input_tokens) AS input_tokens, sum(t.cached_tokens) AS cached_tokens,"
+            " sum(t.cache_write_tokens) AS cache_write_tokens, sum(t.whole_tokens) AS whole_tokens,"
+            " sum(t.whole_cached_tokens) AS whole_cached_tokens, sum(t.cost) AS cost, sum(t.cost_whole) AS cost_whole,"
+            " count(t.cost) AS priced, sum(t.compaction != '') AS compactions, sum(t.reported) AS reported,"
+            " min(t.created_at) AS first_at, max(t.created_at) AS last_at"
+            f" FROM turns t JOIN sessions s ON s.id = t.session_id WHERE t.created_at >= ?{scope}"
+            " GROUP BY s.id ORDER BY last_at DESC LIMIT ?",
+            (since,) + ((key_hash,) if key_hash is not None else ()) + (limit,))
+
     def latest_tip(self, session_id: str) -> str | None:
         """The node most recently written in the session (deepest on ties): the tip of its current branch."""
         rows = self._rows(
@@ -733,7 +802,7 @@ class Store:
             (cutoff, cutoff))]
         for chunk in _chunks(ids):
             marks = _marks(len(chunk))
-            for table in ("messages", "facts", "actions", "evidence", "checkpoints", "folds"):
+            for table in ("messages", "facts", "actions", "evidence", "checkpoints", "folds", "turns", "shown"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", chunk)
             conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk)
         return ids
@@ -752,6 +821,22 @@ class Store:
 
         self._submit(run)
         return done.result()
+
+    # --- figures for /metrics ------------------------------------------------------------------------------
+
+    def queued_writes(self) -> int:
+        """Writes waiting for the writer thread (a growing number: SQLite cannot keep up)."""
+        return self._writes.qsize()
+
+    def size_bytes(self) -> int:
+        """The database file and its write-ahead log on disk (0 for an in-memory store)."""
+        total = 0
+        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
+            try:
+                total += path.stat().st_size
+            except OSError:  # no such file (yet), or in memory
+                pass
+        return total
 
 
 def _connect(path: str | Path) -> sqlite3.Connection:
