@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Coroutine, Mapping, TypeVar
 
+import litellm
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -19,6 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route as HttpRoute
 
 from . import recall
+from .accounting import Usage, UsageTap, account, prices_for, usage_of
 from .auth import caller_key as _caller_key
 from .config import Config
 from .edges import CHAT, COUNT_TOKENS, MESSAGES, RESPONSES, RESPONSES_COMPACT, Edge, openai_route
@@ -28,11 +30,14 @@ from .errors import WorksetError, error_body, json_response
 from .hashing import key_hash
 from .inspect import inspection_routes
 from .logs import configure, get_logger
+from .metrics import Metrics, metrics_routes, provider_label
 from .policy import Policy
 from .recall import Resolver
 from .records import ClientSession
+from .report import turn_row
 from .retention import start_retention
 from .store import Scope, Store
+from .sse import json_object
 from .summarize import Job, summary_text
 from .tokens import TokenCounter
 from .translation import Translations
@@ -55,6 +60,7 @@ class Workset:
     store: Store
     workers: ThreadPoolExecutor  # workset's own CPU and store work runs here, never on the event loop
     translations: Translations  # each conversation's last request in its wire format, as read (only a cache)
+    metrics: Metrics  # counted once per request, as it is logged; served at /metrics
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, summaries)
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
@@ -79,7 +85,9 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
     engine = Engine(config, policies, store, counter, context_window, extractor)
     upstream = Upstream(config.upstream)
     workers = ThreadPoolExecutor(config.server.worker_threads, thread_name_prefix="workset-worker")
-    workset = Workset(config, engine, upstream, store, workers, Translations(config.cache.max_sessions))
+    metrics = Metrics({policy.name for policy in policies.values()}, store.size_bytes, store.queued_writes,
+                      lambda: len(engine.sessions.cache.all()))
+    workset = Workset(config, engine, upstream, store, workers, Translations(config.cache.max_sessions), metrics)
     log = get_logger()
 
     @asynccontextmanager
@@ -140,6 +148,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
         HttpRoute("/models", models, methods=["GET"]),
         HttpRoute("/healthz", health, methods=["GET"]),
         *inspection_routes(workset),
+        *metrics_routes(config.metrics, config.server.api_keys, metrics),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found, 405: _not_allowed})
     app.state.workset = workset
@@ -174,6 +183,8 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
         admitted, own_ms = await workset.run(_cpu_timed, workset, _admit, workset, edge, raw, request.headers,
                                              caller_key, fields)
         prepared = admitted.prepared
+        if admitted.answer is None:  # it goes to the provider: which one, as a bounded label (logs, metrics)
+            fields["provider"] = provider_label(admitted.target)
         # what the request waited for (a free worker, the interpreter, its conversation's branch) under load
         fields["queued_ms"] = round(max(0.0, (time.perf_counter() - waited) * 1000 - own_ms), 3)
         fields.update(session=prepared.session_id, policy=prepared.policy, tokens_original=prepared.tokens_original,
@@ -205,15 +216,52 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
                                    fields["queued_ms"])
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
-        _log_request(log, fields, started)
+        _log_request(workset.metrics, log, fields, started)
         return edge.error_response(error)
     if isinstance(result, Reply):
         fields["status"] = result.status
-        _log_request(log, fields, started)
+        _log_request(workset.metrics, log, fields, started)
+        body = result.body
+        _record_turn(workset, edge, admitted, fields, lambda: usage_of(json_object(body)))
         return Response(result.body, status_code=result.status, media_type=result.content_type,
                         headers={**result.headers, **headers})
-    return StreamingResponse(_logged_stream(result, log, fields, started), media_type="text/event-stream",
-                             headers={**result.headers, **headers, "cache-control": "no-cache"})
+    tap = UsageTap()
+    recorded = functools.partial(_record_turn, workset, edge, admitted, fields, tap.usage)
+    return StreamingResponse(_logged_stream(workset.metrics, Stream(tap.watch(result.chunks), result.headers), log,
+                                            fields, started, recorded),
+                             media_type="text/event-stream", headers={**result.headers, **headers, "cache-control": "no-cache"})
+
+
+def _record_turn(workset: Workset, edge: Edge, admitted: Admitted, fields: dict[str, Any],
+                 usage: Callable[[], Usage | None]) -> None:
+    """Store the request's decision record with its accounting, once the answer is complete: in the background, on a
+    worker (reading the provider's usage parses its answer). A request workset forwarded without building a working
+    set (fail open, a compaction it answered itself, a token count) has no record."""
+    prepared = admitted.prepared
+    if prepared.decision is None or prepared.session_id is None or not edge.answers_recall:
+        return
+    config = workset.config
+    model = str(fields.get("model", ""))
+
+    def record() -> None:
+        status = int(fields.get("status", 0))
+        billed = 200 <= status < 300
+        prices = prices_for(model, str(getattr(admitted.target, "model", model)), config.prices, litellm.model_cost) \
+            if billed else None
+        rounds = int(fields.get("recall_rounds") or (1 if fields.get("recall") else 0))
+        figures = account(usage() if billed else None, prepared.tokens_sent, prepared.tokens_original,
+                          prepared.whole_reused, rounds, prices)
+        workset.store.add_turn(prepared.session_id or "", turn_row(edge.name, model, prepared, figures, fields),
+                               prepared.decision.made if prepared.decision else {})
+        workset.metrics.accounted(edge.name, prepared.policy, figures.cached, figures.written)
+
+    async def run() -> None:
+        try:
+            await workset.run(record)
+        except Exception as error:  # a record is for looking back: never fail or slow a request for it
+            get_logger().error("turn_record_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
+
+    workset.background(run())
 
 
 def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str], caller_key: str | None,
@@ -405,7 +453,10 @@ def _cpu_timed(workset: Workset, work: Callable[..., T], *args: Any) -> tuple[T,
     return result, (time.thread_time() - started) * 1000 + offloaded() - elsewhere
 
 
-async def _logged_stream(stream: Stream, log: Any, fields: dict[str, Any], started: float) -> AsyncIterator[bytes]:
+async def _logged_stream(metrics: Metrics, stream: Stream, log: Any, fields: dict[str, Any], started: float,
+                         finished: Callable[[], None] = lambda: None) -> AsyncIterator[bytes]:
+    # the headers are out: a streamed answer's added latency is measured to here, not to its last chunk
+    fields["relay_ms"] = round((time.perf_counter() - started) * 1000, 3)
     status = 200
     try:
         async for chunk in stream.chunks:
@@ -416,7 +467,8 @@ async def _logged_stream(stream: Stream, log: Any, fields: dict[str, Any], start
     finally:
         fields["status"] = status
         fields["stream"] = True
-        _log_request(log, fields, started)
+        _log_request(metrics, log, fields, started)
+        finished()
 
 
 def _workset_headers(prepared: Prepared, explicit: str | None, own_ms: float, queued_ms: float) -> dict[str, str]:
@@ -449,13 +501,16 @@ async def _embeddings(workset: Workset, request: Request) -> Response:
         fields["model"] = model
         caller_key = _caller_key(request)
         target = openai_route(workset.config, model, caller_key)
+        fields["provider"] = provider_label(target)
+        called = time.perf_counter()
         reply = await workset.upstream.embeddings(target, body, caller_key, _lower_headers(request))
+        fields["upstream_ms"] = round((time.perf_counter() - called) * 1000, 3)
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
-        _log_request(log, fields, started)
+        _log_request(workset.metrics, log, fields, started)
         return error.response()
     fields["status"] = reply.status
-    _log_request(log, fields, started)
+    _log_request(workset.metrics, log, fields, started)
     return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=reply.headers)
 
 
@@ -482,9 +537,11 @@ def _lower_headers(request: Request) -> dict[str, str]:
     return {key.lower(): value for key, value in request.headers.items()}
 
 
-def _log_request(log: Any, fields: dict[str, Any], started: float) -> None:
+def _log_request(metrics: Metrics, log: Any, fields: dict[str, Any], started: float) -> None:
+    """The request's log line and its metrics, once its fields are final."""
     fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
     log.info("request", **fields)
+    metrics.request(fields)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
