@@ -10,9 +10,13 @@ NODE_STAMP := node_modules/.installed
 
 TRACES ?= ../shared/traces
 
-.PHONY: install agents run test bench soak eval clean
+# Debian's Chromium for the dashboard's browser test (tests/test_ui.py, Playwright drives it): installed when missing,
+# as root with apt-get; elsewhere the test skips and says why.
+CHROMIUM := /usr/bin/chromium
 
-install: $(STAMP) agents
+.PHONY: install agents browser run test bench soak eval clean
+
+install: $(STAMP) agents browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +32,14 @@ agents:
 	@echo "npm not found: the agent CLIs (package.json) are not installed; tests/test_real_agents.py will skip"
 endif
 
+browser:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >/dev/null \
+	    || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >/dev/null; } \
+	    || echo "could not install chromium: the dashboard's browser test will skip"; \
+	  else echo "chromium not found (install Debian's chromium package): the dashboard's browser test will skip"; fi; }
+
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $(NODE_STAMP)
@@ -42,6 +54,7 @@ bench: install
 	$(BIN)/python -m bench.latency
 	$(BIN)/python -m bench.adversarial
 	$(BIN)/python -m bench.stall
+	$(BIN)/python -m bench.records
 
 # Issue 9's hostile-input and load suite at full size (make test runs the same code smaller): 10,000 fuzzed
 # requests; then 50 concurrent sessions x 30 turns, 20 same-key conversations, kill -9 x 5 under load.

@@ -1,5 +1,5 @@
 """Command line: `workset serve` (also `python -m proxy serve`), `reference`, `eval`, and the local admin commands
-`sessions`, `inspect` and `show`, which read the store file directly (every key)."""
+`sessions`, `inspect`, `stats`, `show-turn` and `show`, which read the store file directly (every key)."""
 
 from __future__ import annotations
 
@@ -97,13 +97,92 @@ class CommandError(Exception):
 def list_sessions(args: argparse.Namespace) -> int:
     with _open_store(_store_path(args)) as store:
         rows = store.sessions(None, args.limit)
-    header = ("id", "explicit id", "key", "updated", "model", "policy", "messages")
-    table = [header] + [(row["id"], row["explicit_id"] or "-", row["key_hash"][:8], _when(row["updated_at"]),
-                         row["model"] or "-", row["policy"] or "-", str(row["messages"])) for row in rows]
+    _print_table(("id", "explicit id", "key", "updated", "model", "policy", "messages"),
+                 [(row["id"], row["explicit_id"] or "-", row["key_hash"][:8], _when(row["updated_at"]),
+                   row["model"] or "-", row["policy"] or "-", str(row["messages"])) for row in rows])
+    return 0
+
+
+def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> None:
+    """Columns padded to their widest cell; the `right` columns (numbers) aligned right."""
+    table = [tuple(header), *map(tuple, rows)]
     widths = [max(len(line[column]) for line in table) for column in range(len(header))]
     for line in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+        cells = (cell.rjust(width) if column in right else cell.ljust(width)
+                 for column, (cell, width) in enumerate(zip(line, widths)))
+        print("  ".join(cells).rstrip())
+
+
+def stats(args: argparse.Namespace) -> int:
+    """The savings table: per session, tokens and dollars as sent and had everything been forwarded."""
+    from .report import savings, total
+
+    with _open_store(_store_path(args)) as store:
+        rows = savings(store, None, args.since, args.limit)
+    if not rows:
+        print("no forwarded requests recorded" + (" in that period" if args.since else ""))
+        return 0
+    numbers = range(3, 11)
+    _print_table(("session", "model", "policy", "turns", "tokens in", "sent", "cached", "whole cached", "cost $",
+                  "whole $", "saved $", "saved"),
+                 [_savings_line(row) for row in rows] + [_savings_line(total(rows))], right=numbers)
+    whole = total(rows)
+    print(f"\n{whole.verdict}" + ("" if whole.reported == whole.turns else
+                                  f" ({whole.turns - whole.reported} requests without the provider's usage: "
+                                  "workset's own token count stands in, nothing counted as cached)"))
     return 0
+
+
+def _savings_line(row: Any) -> tuple[str, ...]:
+    share = row.saved_share
+    return (row.session, row.model or "-", row.policy or "-", str(row.turns), str(row.tokens_original),
+            str(row.input_tokens), str(row.cached_tokens), str(row.whole_cached_tokens), _dollars(row.cost),
+            _dollars(row.cost_whole), _dollars(row.saved), f"{share * 100:.1f}%" if share is not None else "-")
+
+
+def _dollars(value: float | None) -> str:
+    return f"{value:.4f}" if value is not None else "-"
+
+
+_MARKS = {"kept": " ", "removed": "-", "added": "+"}  # masked, excerpted and paste: "~" (shown in part)
+
+
+def show_turn(args: argparse.Namespace) -> int:
+    """One request as a diff: the agent's messages, what became of each and why, and what workset added."""
+    from .report import TurnNotFound, turn_detail
+
+    with _open_store(_store_path(args)) as store:
+        row = _find_session(store, args.session)
+        try:
+            detail = turn_detail(store, row["id"], args.n)
+        except TurnNotFound as error:
+            raise CommandError(f"no request {args.n} in session {row['id']}") from error
+    figures = detail.figures
+    color = sys.stdout.isatty() and not args.no_color
+    print(f"session {row['id']}  request {detail.n} of {detail.turns}  {_when(figures['created_at'])}  "
+          f"{figures['route']}  {figures['model']}  policy {figures['policy']}")
+    print(f"tokens: {figures['tokens_original']} sent by the agent, {figures['tokens_sent']} forwarded "
+          f"(provider: {figures['input_tokens']} in, {figures['cached_tokens']} cached); cost "
+          f"${_dollars(figures['cost'])} vs ${_dollars(figures['cost_whole'])} forwarded whole"
+          + (f"; compaction: {figures['compaction']}" if figures["compaction"] else ""))
+    print("  ".join(f"{kind} {count}" for kind, count in sorted(detail.counts.items())) + "\n")
+    for change in detail.changes:
+        mark = _MARKS.get(change.kind, "~")
+        where = f"[{change.index}]" if change.index is not None else "[+]"
+        message = change.sent if change.sent is not None else change.original
+        text = _clipped(message, args.width) if message is not None else ""
+        if change.into == "recall tool":
+            text = "tool definition: workset_recall"
+        line = f"{mark} {where:>6} {change.role:<9} {change.kind:<9} {text}"
+        if color:
+            line = _COLORS.get(change.kind, "\033[33m") + line + "\033[0m"
+        print(line)
+        if change.kind != "kept" or args.reasons:
+            print(f"{'':>10}why: {change.rule}" + (f" [ref:{change.ref}]" if change.ref and change.kind != "kept" else ""))
+    return 0
+
+
+_COLORS = {"kept": "", "removed": "\033[31m", "added": "\033[32m"}
 
 
 def inspect_session(args: argparse.Namespace) -> int:
@@ -243,6 +322,17 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _since(text: str) -> float:
+    """Epoch seconds of `30m`, `24h`, `7d` ago, or of a date (local midnight)."""
+    units = {"m": 60, "h": 3600, "d": 86400}
+    if text[:-1].isdigit() and text[-1:] in units:
+        return time.time() - int(text[:-1]) * units[text[-1]]
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%d"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration like 24h or 7d, or a date like 2026-11-30; got {text!r}")
+
+
 def _admin_parser(commands: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     parser = commands.add_parser(name, help=help_text)
     parser.add_argument("--config", help="config file (default: config.yaml when present)")
@@ -272,6 +362,18 @@ def build_parser() -> argparse.ArgumentParser:
     inspecting.add_argument("session", help="internal session id, or an explicit session id")
     inspecting.add_argument("--policy", help="policy to build with (default: the session's)")
     inspecting.set_defaults(handler=inspect_session)
+    stat = _admin_parser(commands, "stats", "the savings table: tokens and dollars per session, cache counted")
+    stat.add_argument("--since", type=_since, default=0.0,
+                      help="only requests since then: a duration back from now (30m, 24h, 7d) or a date (2026-11-30)")
+    stat.add_argument("--limit", type=_positive, default=50, help="sessions listed at most (default: 50)")
+    stat.set_defaults(handler=stats)
+    turn = _admin_parser(commands, "show-turn", "one forwarded request as a diff: what workset changed and why")
+    turn.add_argument("session", help="internal session id, or an explicit session id")
+    turn.add_argument("n", type=_positive, help="the request's number in its session (1 is the first)")
+    turn.add_argument("--width", type=_positive, default=140, help="characters shown of each message (default: 140)")
+    turn.add_argument("--reasons", action="store_true", help="give the reason for kept messages too")
+    turn.add_argument("--no-color", action="store_true", help="no colors, even on a terminal")
+    turn.set_defaults(handler=show_turn)
     showing = _admin_parser(commands, "show", "print the stored content of a [ref:ID]")
     showing.add_argument("ref", help="the 12 hex digits of a ref")
     showing.set_defaults(handler=show_ref)
