@@ -230,19 +230,6 @@ def test_provider_label_is_bounded(litellm_model: str, api_base: str | None, exp
     assert provider_label(AnthropicTarget("https://api.anthropic.com", "claude", None)) == "anthropic"
 
 
-def test_labels_per_request_are_cheap() -> None:
-    """Counted on the event loop for every request: far below a millisecond (about 15 us measured)."""
-    metrics = Metrics(["default"])
-    fields = {"route": "chat", "policy": "default", "status": 200, "tokens_original": 900, "tokens_sent": 500,
-              "compaction": "budget", "recall": [{}], "recall_rounds": 1, "workset_ms": 1.5, "deferred_ms": 0.5,
-              "provider": "openai", "upstream_ms": 300.0, "latency_ms": 303.0}
-    rounds = 2000
-    started = time.perf_counter()
-    for _ in range(rounds):
-        metrics.request(fields)
-    assert (time.perf_counter() - started) / rounds < 0.001  # generous: CI machines are slow and shared
-
-
 def agent_messages(steps: int, words: int = 80) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."},
                                       {"role": "user", "content": "Fix the parser."}]
