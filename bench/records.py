@@ -69,7 +69,8 @@ def main() -> int:
                 started = time.perf_counter()
                 figures = account(Usage(prepared.tokens_sent, 20, prepared.tokens_sent // 2, None),
                                   prepared.tokens_sent, prepared.tokens_original, prepared.whole_reused, 0, prices)
-                engine.store.add_turn(prepared.session_id or "", turn_row("chat", "gpt-4o", prepared, figures, fields),
+                row = turn_row("chat", "gpt-4o", prepared, figures, fields)
+                engine.store.add_turn(prepared.session_id or "", lambda: row,
                                       prepared.decision.made if prepared.decision else {})
                 record_ms.append((time.perf_counter() - started) * 1000)
                 started = time.perf_counter()

@@ -45,6 +45,7 @@ from .upstream import Reply, Stream, Upstream, context_window, route
 from .validate import SESSION_HEADER, check_model, explicit_session, parse_json_object
 
 POLICY_HEADER = "x-workset-policy"
+SHUTDOWN_WAIT_S = 10.0  # longest wait at shutdown for answered requests' settling and records (they take ms)
 
 
 T = TypeVar("T")
@@ -61,17 +62,22 @@ class Workset:
     workers: ThreadPoolExecutor  # workset's own CPU and store work runs here, never on the event loop
     translations: Translations  # each conversation's last request in its wire format, as read (only a cache)
     metrics: Metrics  # counted once per request, as it is logged; served at /metrics
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, summaries)
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, records, summaries)
+    optional: set[asyncio.Task[Any]] = field(default_factory=set)  # of those, what shutdown cancels (summaries)
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` on a worker thread: the event loop goes on relaying other requests meanwhile."""
         return await asyncio.get_running_loop().run_in_executor(self.workers, functools.partial(work, *args))
 
-    def background(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """A task kept referenced until it finishes (the event loop holds tasks only weakly)."""
+    def background(self, work: Coroutine[Any, Any, T], finish: bool = True) -> asyncio.Task[T]:
+        """A task kept referenced until it finishes (the event loop holds tasks only weakly). At shutdown the
+        server waits for it, unless `finish` is False (a summary job: the next compaction uses the digest)."""
         task = asyncio.get_running_loop().create_task(work)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        if not finish:
+            self.optional.add(task)
+            task.add_done_callback(self.optional.discard)
         return task
 
 
@@ -98,8 +104,11 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
             yield
         finally:
             retention.cancel()
-            for task in list(workset.tasks):  # summary jobs in flight: the next compaction uses the digest
+            for task in list(workset.optional):  # summary jobs in flight: the next compaction uses the digest
                 task.cancel()
+            # what answered requests left to do (settling, their records): finished, not lost
+            if workset.tasks:
+                await asyncio.wait(list(workset.tasks), timeout=SHUTDOWN_WAIT_S)
             await upstream.close()
             workers.shutdown(wait=True)
             engine.sessions.settle_all()
@@ -234,16 +243,18 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
 
 def _record_turn(workset: Workset, edge: Edge, admitted: Admitted, fields: dict[str, Any],
                  usage: Callable[[], Usage | None]) -> None:
-    """Store the request's decision record with its accounting, once the answer is complete: in the background, on a
-    worker (reading the provider's usage parses its answer). A request workset forwarded without building a working
-    set (fail open, a compaction it answered itself, a token count) has no record."""
+    """Store the request's decision record with its accounting, once the answer is complete. Queued as it is: the
+    row (reading the provider's usage parses its answer) is made by the store's writer thread, off the request's path,
+    and a reader that flushes the store sees it. A request workset forwarded without building a working set (fail
+    open, a compaction it answered itself, a token count) has no record."""
     prepared = admitted.prepared
-    if prepared.decision is None or prepared.session_id is None or not edge.answers_recall:
+    decision = prepared.decision
+    if decision is None or prepared.session_id is None or not edge.answers_recall:
         return
     config = workset.config
     model = str(fields.get("model", ""))
 
-    def record() -> None:
+    def row() -> dict[str, Any]:
         status = int(fields.get("status", 0))
         billed = 200 <= status < 300
         prices = prices_for(model, str(getattr(admitted.target, "model", model)), config.prices, litellm.model_cost) \
@@ -251,17 +262,10 @@ def _record_turn(workset: Workset, edge: Edge, admitted: Admitted, fields: dict[
         rounds = int(fields.get("recall_rounds") or (1 if fields.get("recall") else 0))
         figures = account(usage() if billed else None, prepared.tokens_sent, prepared.tokens_original,
                           prepared.whole_reused, rounds, prices)
-        workset.store.add_turn(prepared.session_id or "", turn_row(edge.name, model, prepared, figures, fields),
-                               prepared.decision.made if prepared.decision else {})
         workset.metrics.accounted(edge.name, prepared.policy, figures.cached, figures.written)
+        return turn_row(edge.name, model, prepared, figures, fields)
 
-    async def run() -> None:
-        try:
-            await workset.run(record)
-        except Exception as error:  # a record is for looking back: never fail or slow a request for it
-            get_logger().error("turn_record_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
-
-    workset.background(run())
+    workset.store.add_turn(prepared.session_id, row, decision.made)
 
 
 def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str], caller_key: str | None,
@@ -400,7 +404,7 @@ async def _start_summary(workset: Workset, prepared: Prepared, caller_key: str |
         get_logger().error("summary_job_failed", error=f"{error.__class__.__name__}: {error}")
         return 0.0
     if job is not None:
-        workset.background(_summarize(workset, prepared, job, caller_key))
+        workset.background(_summarize(workset, prepared, job, caller_key), finish=False)
     return spent
 
 

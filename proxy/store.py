@@ -703,17 +703,17 @@ class Store:
 
     # --- turns: decision records and accounting -------------------------------------------------------------
 
-    def add_turn(self, session_id: str, row: dict[str, Any], made: dict[str, bytes]) -> None:
-        """A forwarded request's row (numbered in its session as it is written) and the messages workset wrote
-        for it that the session does not hold yet."""
-        names = ["session_id", "created_at", *row]
-        values = (session_id, time.time(), *row.values())
-        shown = [(session_id, digest, body.decode()) for digest, body in made.items()]
+    def add_turn(self, session_id: str, row: Callable[[], dict[str, Any]], made: dict[str, bytes]) -> None:
+        """A forwarded request's row, numbered in its session as it is written, and the messages workset wrote for it
+        that the session does not hold yet. `row()` is called on the writer thread (it may parse an answer)."""
+        shown = [(session_id, key, body.decode()) for key, body in made.items()]
 
         def write() -> None:
+            figures = row()
+            names = ["session_id", "created_at", *figures]
             self._write.execute(
                 f"INSERT INTO turns (n, {', '.join(names)}) SELECT coalesce(max(n), 0) + 1, {_marks(len(names))}"
-                " FROM turns WHERE session_id = ?", (*values, session_id))
+                " FROM turns WHERE session_id = ?", (session_id, time.time(), *figures.values(), session_id))
             if shown:
                 self._write.executemany("INSERT OR IGNORE INTO shown (session_id, hash, body) VALUES (?, ?, ?)", shown)
 
