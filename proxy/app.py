@@ -29,6 +29,7 @@ from .extractors import InlineExtractor, ProcessExtractor
 from .errors import WorksetError, error_body, json_response
 from .hashing import key_hash
 from .inspect import inspection_routes
+from .ui import ui_routes
 from .logs import configure, get_logger
 from .metrics import Metrics, metrics_routes, provider_label
 from .policy import Policy
@@ -157,6 +158,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
         HttpRoute("/models", models, methods=["GET"]),
         HttpRoute("/healthz", health, methods=["GET"]),
         *inspection_routes(workset),
+        *ui_routes(workset),
         *metrics_routes(config.metrics, config.server.api_keys, metrics),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found, 405: _not_allowed})

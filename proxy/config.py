@@ -142,6 +142,15 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
+class UiSettings:
+    enabled: bool = setting(True, "serve the dashboard at /ui (false: its routes answer 404)")
+    admin_keys: tuple[str, ...] = setting(
+        (), "keys that see every key's sessions on the dashboard (any other key sees only the sessions it made; "
+            "when workset pays, these may log in besides server.api_keys)",
+    )
+
+
+@dataclass(frozen=True)
 class Config:
     model_list: tuple[Deployment, ...] = setting((), "upstream deployments, LiteLLM's format")
     env_defaults: dict[str, str] = setting({}, "values for os.environ/NAME references when NAME is unset")
@@ -156,6 +165,7 @@ class Config:
     ingest: IngestSettings = setting(IngestSettings(), "what workset reads of each new message")
     cache: CacheSettings = setting(CacheSettings(), "in-memory caches")
     metrics: MetricsSettings = setting(MetricsSettings(), "Prometheus metrics")
+    ui: UiSettings = setting(UiSettings(), "the dashboard at /ui")
     prices: dict[str, PriceSettings] = setting(
         {}, "model name glob -> prices for the savings figures, first match wins; unlisted models use litellm's "
             "price map")

@@ -151,11 +151,11 @@ def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Res
 
 
 def _settled_view(workset: Workset, view: View, caller: str, request: Request) -> dict[str, Any]:
-    _settle_all(workset)
+    settle_all(workset)
     return view(workset.store, caller, request)
 
 
-def _settle_all(workset: Workset) -> None:
+def settle_all(workset: Workset) -> None:
     """Deferred ingest first, so the store holds every request already answered. A branch that fails to settle
     is dropped by Sessions and logged; what is stored is still shown."""
     try:

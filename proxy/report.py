@@ -4,7 +4,7 @@ record as a message-by-message account with the rule behind each change. The das
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -113,6 +113,19 @@ def total(rows: list[Savings]) -> Savings:
                    add("cache_write_tokens") or 0, add("whole_tokens") or 0, add("whole_cached_tokens") or 0,
                    add("cost"), add("cost_whole"), add("compactions") or 0, add("reported") or 0,
                    min((row.first_at for row in rows), default=0.0), max((row.last_at for row in rows), default=0.0))
+
+
+def session_total(session: dict[str, Any], turns: list[dict[str, Any]]) -> Savings:
+    """One session's savings row summed from its turn rows (session_turns), as `savings` sums them in SQL: a
+    session's page reads its figures once."""
+    each = [Savings(session["id"], "", "", "", 1, turn["tokens_original"] or 0, turn["tokens_sent"] or 0,
+                    turn["input_tokens"] or 0, turn["cached_tokens"] or 0, turn["cache_write_tokens"] or 0,
+                    turn["whole_tokens"] or 0, turn["whole_cached_tokens"] or 0, turn["cost"], turn["cost_whole"],
+                    int(bool(turn["compaction"])), turn["reported"] or 0, turn["created_at"], turn["created_at"])
+            for turn in turns]
+    return replace(total(each), session=session["id"], model=session.get("model") or "",
+                   label=session.get("client_id") or session.get("explicit_id") or "",
+                   policy=session.get("policy") or "")
 
 
 def session_turns(store: Store, session_id: str) -> list[dict[str, Any]]:
