@@ -36,6 +36,7 @@ PROVIDERS = frozenset({
     "databricks", "watsonx", "sagemaker", "hosted_vllm", "vllm", "lm_studio", "huggingface", "cerebras",
     "sambanova", "deepinfra", "nvidia_nim", "dashscope", "moonshot", "github", "github_copilot",
 })
+STEPS = (("admit", "workset_ms"), ("settle", "deferred_ms"), ("queue", "queued_ms"))  # (label, log field)
 CLIENT_GONE = 499  # the client went away mid-stream: not the provider's error
 
 OWN_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -88,6 +89,10 @@ class Metrics:
                                      registry=registry)
         self.own = Histogram("workset_own_seconds", "workset's own work per request, deferred part included",
                              buckets=OWN_BUCKETS, registry=registry)
+        self.steps = Histogram("workset_step_seconds", "workset's own work per request by step: admit (read, session, "
+                               "ingest, plan and build, before forwarding), settle (extraction and store writes while "
+                               "the provider works), queue (waiting for a worker or the conversation's branch)",
+                               ("step",), buckets=OWN_BUCKETS, registry=registry)
         self.added = Histogram("workset_added_latency_seconds", "latency workset added to a forwarded request: to "
                                "its answer (a stream: its first bytes) less the provider's time", buckets=OWN_BUCKETS,
                                registry=registry)
@@ -142,6 +147,9 @@ class Metrics:
             self.recall_rounds.inc(rounds)
         if "workset_ms" in fields:
             self.own.observe((fields["workset_ms"] + fields.get("deferred_ms", 0.0)) / 1000)
+            for step, field in STEPS:
+                if field in fields:
+                    self.steps.labels(step).observe(fields[field] / 1000)
         provider = fields.get("provider")  # set once workset forwards the request (see proxy.app)
         if provider is None:
             return

@@ -101,6 +101,8 @@ def test_counters_add_up_to_what_was_sent(proxy, fake) -> None:
         assert total(samples, histogram + "_count") == forwarded, histogram
         assert total(samples, histogram + "_bucket", le="+Inf") == forwarded, histogram
     assert total(samples, "workset_upstream_seconds_count", provider="openai") == forwarded
+    for step in ("admit", "settle", "queue"):
+        assert total(samples, "workset_step_seconds_count", step=step) == forwarded, step
     assert total(samples, "workset_compactions_total") == 0
     proxy.flush()
     gauges = scrape(proxy.url)
