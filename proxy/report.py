@@ -288,7 +288,4 @@ class _Rules:
 
 def _checkpoint(store: Store, session_id: str, tip: str | None) -> dict[str, Any] | None:
     """The epoch of the compaction whose tip is `tip` (the newest such), if it is stored."""
-    if not tip:
-        return None
-    found = [row for row in store.checkpoints(session_id) if row["node"] == tip]
-    return found[-1]["epoch"] if found else None
+    return store.epoch_at(session_id, tip) if tip else None

@@ -564,6 +564,12 @@ class Store:
                 best = row
         return orjson.loads(best[2]) if best else None
 
+    def epoch_at(self, session_id: str, node: str) -> dict[str, Any] | None:
+        """The epoch of the session's newest compaction whose tip is `node`."""
+        rows = self._rows("SELECT epoch FROM checkpoints WHERE session_id = ? AND node = ? ORDER BY id DESC LIMIT 1",
+                          (session_id, node))
+        return orjson.loads(rows[0]["epoch"]) if rows else None
+
     def checkpoints(self, session_id: str) -> list[dict[str, Any]]:
         self.flush()
         with self._read_lock:
