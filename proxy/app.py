@@ -29,7 +29,6 @@ from .extractors import InlineExtractor, ProcessExtractor
 from .errors import WorksetError, error_body, json_response
 from .hashing import key_hash
 from .inspect import inspection_routes
-from .ui import ui_routes
 from .logs import configure, get_logger
 from .metrics import Metrics, metrics_routes, provider_label
 from .policy import Policy
@@ -42,6 +41,7 @@ from .sse import json_object
 from .summarize import Job, summary_text
 from .tokens import TokenCounter
 from .translation import Translations
+from .ui import ui_routes
 from .upstream import Reply, Stream, Upstream, context_window, route
 from .validate import SESSION_HEADER, check_model, explicit_session, parse_json_object
 

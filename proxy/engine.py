@@ -21,7 +21,7 @@ from .records import APPROVAL, PLAN, ClientSession, Message
 from .retrieval import elided_mentions, failure_advice, irreversible_guard, latest_user_text, recent_tool_outcomes
 from .session import Branch, Resolved, Sessions, epoch_to_dict
 from .summarize import Job, Summary, anchored, job_for, state_kept, verify
-from .state import TaskState, render_state, state_snapshot
+from .state import render_state, state_snapshot
 from .store import Store
 from .tokens import Excerpter, TokenCounter
 from .validate import check_messages
