@@ -36,7 +36,7 @@ from .recall import Resolver
 from .records import ClientSession
 from .report import turn_row
 from .retention import start_retention
-from .store import Scope, Store
+from .storage import Scope, Store, open_store
 from .sse import json_object
 from .summarize import Job, summary_text
 from .tokens import TokenCounter
@@ -85,7 +85,7 @@ class Workset:
 def create_app(config: Config, policies: dict[str, Policy], store_path: str | Path) -> Starlette:
     configure(config.logging.level)
     counter = TokenCounter(config.tokens.encoding, exact_chars=config.tokens.exact_chars)
-    store = Store(store_path)
+    store = open_store(store_path)
     # forked first, while this process has one thread
     extractor = ProcessExtractor(config.ingest.extract_processes, config.ingest.extract_nice) \
         if config.ingest.extract_processes else InlineExtractor()

@@ -257,10 +257,10 @@ def _store_path(args: argparse.Namespace) -> Path:
 
 @contextmanager
 def _open_store(path: Path) -> Iterator[Any]:
-    from .store import Store
+    from .storage import open_store
 
     try:
-        store = Store(path)
+        store = open_store(path)
     except (sqlite3.Error, RuntimeError) as error:
         raise CommandError(f"cannot open the store {path}: {error}") from error
     try:

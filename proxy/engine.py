@@ -22,7 +22,7 @@ from .retrieval import elided_mentions, failure_advice, irreversible_guard, late
 from .session import Branch, Resolved, Sessions, epoch_to_dict
 from .summarize import Job, Summary, anchored, job_for, state_kept, verify
 from .state import render_state, state_snapshot
-from .store import Store
+from .storage import Store
 from .tokens import Excerpter, TokenCounter
 from .validate import check_messages
 from .workingset import (

@@ -19,7 +19,7 @@ from .messages import message_text
 from .records import Message
 from .session import path_state
 from .state import TaskState, state_snapshot
-from .store import Store
+from .storage import Store
 from .workingset import first_user
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ from .observations import action_call
 from .policy import DigestRules
 from .records import Message
 from .sse import events
-from .store import Answer, Scope, Store
+from .storage import Answer, Scope, Store
 from .tokens import TokenCounter
 
 RECALL_TOOL = "workset_recall"

@@ -13,7 +13,7 @@ from .accounting import Account
 from .decisions import FORWARDED_AS_SENT, STATE, unpack
 from .messages import PINNED_ROLES
 from .records import Message
-from .store import Store
+from .storage import Store
 from .workingset import COMPACTED, EXCERPTED, MASKED, PASTE, VERBATIM, first_user
 from .workingset import REMOVED as REMOVED_CODE
 
@@ -191,8 +191,7 @@ def turn_detail(store: Store, session_id: str, n: int) -> TurnDetail:
     counts: dict[str, int] = {}
     for change in changes:
         counts[change.kind] = counts.get(change.kind, 0) + 1
-    last = store.turns(session_id, ("max(n) AS n",))
-    return TurnDetail(session_id, n, row, changes, why, checkpoint, int(last[0]["n"] or 0) if last else 0, counts)
+    return TurnDetail(session_id, n, row, changes, why, checkpoint, store.turn_count(session_id), counts)
 
 
 KINDS = {VERBATIM: KEPT, MASKED: "masked", EXCERPTED: "excerpted", PASTE: "paste", REMOVED_CODE: REMOVED}

@@ -24,7 +24,7 @@ from .messages import PINNED_ROLES, is_tool_result
 from .observations import NO_OBSERVATIONS, ObservationMatcher
 from .records import Action, ClientSession, Fact, Message
 from .state import TaskState
-from .store import NewMessage, NodeRow, Scope, Store
+from .storage import NewMessage, NodeRow, Scope, Store
 from .summarize import Summary
 from .tokens import TokenCounter
 from .workingset import BuiltPrefix, Conversation, Epoch, Pairing, first_user

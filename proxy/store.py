@@ -1,4 +1,5 @@
-"""The sidecar store: one SQLite file (sqlite-utils, WAL). Nothing is deleted when it leaves the working set.
+"""The sidecar store's embedded backend (proxy.storage.Store): one SQLite file (sqlite-utils, WAL). Nothing is
+deleted when it leaves the working set.
 
 Tables: sessions, messages (the conversation tree, one row per node), facts (the key-facts ledger), actions,
 evidence (full contents under a stable ref, FTS5-indexed), checkpoints (one per compaction).
@@ -13,7 +14,6 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Collection
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import orjson
@@ -23,8 +23,9 @@ from .jsonbytes import encode_json
 from .logs import get_logger
 from .passages import has_cjk, query_words
 from .records import Action, Fact
+from .storage import Answer, NewMessage, NodeRow, Scope, StoredTurn
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 _IN_CHUNK = 500  # host parameters per IN (...) query
 _WRITE_BATCH = 256  # writes per commit at most: bounds how long one commit holds the file (not a tuning knob)
 T = TypeVar("T")
@@ -128,75 +129,21 @@ def _migrate_to_7(db: sqlite_utils.Database) -> None:
                        not_null={"body"}, if_not_exists=True)
 
 
+def _migrate_to_8(db: sqlite_utils.Database) -> None:
+    """What a message yields is written once: a request ingested twice (retried, or by two processes sharing the
+    store) never duplicates the ledger. Duplicates already stored are dropped, the first kept."""
+    for table, columns in UNIQUE_YIELDS.items():
+        listed = ", ".join(columns)
+        db.execute(f"DELETE FROM {table} WHERE id NOT IN (SELECT min(id) FROM {table} GROUP BY {listed})")
+        db.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {table}_yield ON {table} ({listed})")
+
+
+# what identifies a fact or an action a message yielded (the unique keys of ingest)
+UNIQUE_YIELDS = {"facts": ("session_id", "node", "kind", "key", "value"),
+                 "actions": ("session_id", "node", "call_id", "tool", "arguments")}
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3, _migrate_to_4,
-                                                             _migrate_to_5, _migrate_to_6, _migrate_to_7]
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What one conversation may read of the store: the sessions its path runs through (a conversation that forked
-    from another reads their shared beginning from the session it began in) and, for an implicit session, only
-    the nodes of its own path (None: all of one explicit session, which its client declared one conversation)."""
-
-    sessions: tuple[str, ...]
-    path: Collection[str] | None = None
-
-    @classmethod
-    def whole(cls, session_id: str) -> Scope:
-        return cls((session_id,))
-
-    def holds(self, session_id: str, node: str) -> bool:
-        return session_id in self.sessions and (self.path is None or node in self.path)
-
-
-
-@dataclass(frozen=True)
-class NodeRow:
-    """What the store knows of one message node, enough to rebuild a path without re-reading bodies."""
-
-    hash: str
-    session_id: str
-    depth: int
-    tokens: int
-    ref: str
-    tool: str
-    gist: str
-    outcome: str
-    names: str  # space-separated
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A stored message that answers an assistant message: a tool result, or an observation sent in the user role."""
-
-    ref: str
-    role: str
-    tool: str  # the tool that produced it
-    call_id: str  # the tool_call_id it carries ("" for an observation or a legacy function result)
-    content: str  # its stored evidence, what recall shows ("" when it had none)
-
-
-@dataclass(frozen=True)
-class StoredTurn:
-    """An assistant message as stored, with the messages below it in the tree that may answer it."""
-
-    message: dict[str, Any]
-    answers: tuple[Answer, ...]  # first seen first, over every branch below the message
-
-
-@dataclass
-class NewMessage:
-    hash: str
-    parent: str | None
-    depth: int
-    message: dict[str, Any]
-    tokens: int
-    ref: str
-    tool: str
-    gist: str
-    outcome: str
-    evidence: str | None  # content to index under ref, None for messages not worth recalling
-    names: tuple[str, ...] = ()
+                                                             _migrate_to_5, _migrate_to_6, _migrate_to_7, _migrate_to_8]
 
 
 @dataclass(frozen=True)
@@ -260,7 +207,7 @@ class _Pending:
             return any(child != other_than for child in self._children.get(parent, ()))
 
 
-class Store:
+class SqliteStore:
     """All reads and writes of the sidecar store. Writes of one request happen in one transaction."""
 
     def __init__(self, path: str | Path) -> None:
@@ -471,7 +418,8 @@ class Store:
                     (session_id, item.ref, item.hash, str(item.message.get("role")), item.tool, item.evidence, item.tokens),
                 )
         conn.executemany(
-            "INSERT INTO facts (session_id, node, turn, kind, key, value, evidence_ref, supersedes, superseded, source)"
+            "INSERT OR IGNORE INTO facts (session_id, node, turn, kind, key, value, evidence_ref, supersedes, superseded,"
+            " source)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
             [(session_id, node, f.turn, f.kind, f.key, f.value, f.evidence_ref, older, f.source)
              for node, f, older in facts],
@@ -481,7 +429,7 @@ class Store:
             [(*sessions, older, f.kind, f.key) for _, f, older in facts if older is not None],
         )
         conn.executemany(
-            "INSERT INTO actions (session_id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref)"
+            "INSERT OR IGNORE INTO actions (session_id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(session_id, node, a.turn, a.tool, a.arguments, a.outcome, a.gist, a.call_id, a.evidence_ref)
              for node, a in actions],
@@ -734,10 +682,14 @@ class Store:
         return self._rows(f"SELECT {', '.join(columns)} FROM turns WHERE session_id = ? AND n >= ?{upper} ORDER BY n",
                           params)
 
-    def shown_messages(self, session_id: str, hashes: Sequence[str]) -> dict[str, Any]:
-        """The messages workset wrote, by hash (parsed)."""
+    def turn_count(self, session_id: str) -> int:
+        rows = self._rows("SELECT max(n) AS n FROM turns WHERE session_id = ?", (session_id,))
+        return int(rows[0]["n"] or 0) if rows else 0
+
+    def shown_messages(self, session_id: str, keys: Sequence[str]) -> dict[str, Any]:
+        """The messages workset wrote, by storage key (parsed)."""
         rows = self._select_in("SELECT hash, body FROM shown WHERE session_id = ? AND hash IN ({})", (session_id,),
-                               hashes)
+                               keys)
         return {digest: orjson.loads(body) for digest, body in rows}
 
     def turn_totals(self, key_hash: str | None = None, since: float = 0.0, limit: int = 100) -> list[dict[str, Any]]:

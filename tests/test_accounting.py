@@ -155,8 +155,8 @@ def test_accounting_on_a_replayed_trace_matches_workset_eval(start_proxy: Any, f
     proxy.stop()  # every record written
 
     config, policies = load_settings(str(proxy.config_path))
-    from proxy.store import Store
-    store = Store(proxy.store_path)
+    from proxy.storage import open_store
+    store = open_store(proxy.store_path)
     try:
         rows = savings(store, key_hash("sk-account"))
     finally:

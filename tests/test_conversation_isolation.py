@@ -13,7 +13,8 @@ from proxy.config import Config
 from proxy.engine import Engine
 from proxy.policy import BudgetRules, Policy
 from proxy.recall import Resolver
-from proxy.store import NewMessage, Scope, Store
+from proxy.storage import NewMessage, Scope, open_store
+from proxy.store import SqliteStore
 from proxy.tokens import TokenCounter
 
 COUNTER = TokenCounter()
@@ -34,7 +35,7 @@ def conversation(account: str, secret: str) -> list[dict]:
 
 
 def test_a_conversation_cannot_recall_or_retrieve_what_another_stored(tmp_path: Path) -> None:
-    engine = Engine(Config(), {"tight": POLICY}, Store(tmp_path / "store.db"), COUNTER)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(tmp_path / "store.db"), COUNTER)
     alice, bob = conversation("acct_alice_1001", "SECRET_ALICE_9911"), conversation("acct_bob_2002", "SECRET_BOB_7722")
     prepared = {}
     for name, messages in (("alice", alice), ("bob", bob)):
@@ -67,7 +68,7 @@ def test_a_conversation_cannot_recall_or_retrieve_what_another_stored(tmp_path: 
 
 def test_other_conversations_better_matches_do_not_crowd_out_this_ones(tmp_path: Path) -> None:
     """The path filter is part of the search, not applied to its top hits afterwards."""
-    store = Store(tmp_path / "store.db")
+    store = open_store(tmp_path / "store.db")
     store.create_session("S", "key", None, "m", "p")
     others = [NewMessage(f"other{n}", None, 0, {"role": "tool", "content": "x"}, 5, f"r{n}", "t", "", "ok",
                          "invoice invoice invoice total") for n in range(40)]
@@ -81,7 +82,7 @@ def test_other_conversations_better_matches_do_not_crowd_out_this_ones(tmp_path:
 
 def test_an_explicit_session_recalls_across_its_edited_history(tmp_path: Path) -> None:
     """An explicit session id declares one conversation: a client that edits its history keeps its refs."""
-    engine = Engine(Config(), {"tight": POLICY}, Store(tmp_path / "store.db"), COUNTER)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(tmp_path / "store.db"), COUNTER)
     first = conversation("acct_carol_3003", "SECRET_CAROL_5533")
     edited = [*SHARED, {"role": "user", "content": "(history edited by the client)"}]
     for messages in (first, edited):
@@ -96,7 +97,7 @@ def test_conversations_that_share_their_beginning_are_sessions_from_where_they_d
     """Twenty users of one key whose agents send the same system prompt and first message: twenty sessions, each
     with the state it learnt on its own path, and the shared beginning recalled by all of them."""
     store_path = tmp_path / "store.db"
-    engine = Engine(Config(), {"tight": POLICY}, Store(store_path), COUNTER)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(store_path), COUNTER)
     ids: dict[int, str] = {}
     first = engine.prepare({"model": "m", "messages": SHARED}, "team-key", policy_name="tight")
     engine.settle(first)
@@ -112,7 +113,7 @@ def test_conversations_that_share_their_beginning_are_sessions_from_where_they_d
     engine.store.close()
     # After a restart (nothing in memory), each conversation resolves to its own session again, and a new one
     # that diverges from a stored conversation (the cache knows nothing of it) is a session of its own.
-    engine = Engine(Config(), {"tight": POLICY}, Store(store_path), COUNTER)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(store_path), COUNTER)
     for number in (0, 7):
         messages = conversation(f"acct_{number:04d}", f"SECRET_{number:04d}")
         again = engine.prepare({"model": "m", "messages": messages + [{"role": "user", "content": "thanks"}]},
@@ -127,7 +128,7 @@ def test_conversations_that_share_their_beginning_are_sessions_from_where_they_d
 
 
 def test_a_retry_of_the_same_request_stays_in_its_session(tmp_path: Path) -> None:
-    engine = Engine(Config(), {"tight": POLICY}, Store(tmp_path / "store.db"), COUNTER)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(tmp_path / "store.db"), COUNTER)
     messages = conversation("acct_x", "SECRET_X")
     sessions = set()
     for _ in range(3):
@@ -145,7 +146,7 @@ def test_a_session_others_forked_from_lives_as_long_as_they_do(tmp_path: Path) -
     import time
 
     store_path = tmp_path / "store.db"
-    engine = Engine(Config(), {"tight": POLICY}, Store(store_path), COUNTER)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(store_path), COUNTER)
     first = conversation("acct_a", "SECRET_A")
     second = conversation("acct_b", "SECRET_B")
     for messages in (first, second):
@@ -157,7 +158,7 @@ def test_a_session_others_forked_from_lives_as_long_as_they_do(tmp_path: Path) -
         conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time() - 100 * 86400, parent))
     assert engine.store.delete_sessions_before(time.time() - 30 * 86400) == []  # the child still reads its start
     engine.store.close()
-    engine = Engine(Config(), {"tight": POLICY}, Store(store_path), COUNTER)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(store_path), COUNTER)
     again = engine.prepare({"model": "m", "messages": second + [{"role": "user", "content": "and now?"}]}, "k",
                            policy_name="tight")
     assert again.session_id == child and again.rewritten and not again.note
@@ -169,8 +170,9 @@ def test_a_session_others_forked_from_lives_as_long_as_they_do(tmp_path: Path) -
 
 
 def test_writes_committed_together_fail_alone(tmp_path: Path) -> None:
-    """The writer commits what queued up meanwhile in one transaction; a write that fails is undone alone."""
-    store = Store(tmp_path / "store.db")
+    """The writer commits what queued up meanwhile in one transaction; a write that fails is undone alone (the
+    SQLite backend's writer thread)."""
+    store = SqliteStore(tmp_path / "store.db")
     store.create_session("S", "key", None, "m", "p")
 
     def stored(node: str) -> NewMessage:

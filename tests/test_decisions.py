@@ -3,9 +3,11 @@ message of the agent's request accounted for with the rule that decided it; prun
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from test_inspect import conversation, drive
 
@@ -15,7 +17,7 @@ from proxy.report import ADDED, KEPT, REMOVED, account_changes, session_turns, t
 
 MASKED = "masked"
 from proxy.retention import sweep
-from proxy.store import Store
+from proxy.storage import open_store
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +37,7 @@ def test_every_request_s_record_reads_back_into_what_the_provider_received(start
     session = responses[-1].headers["x-workset-session"]
     received = [request.body for request in fake.chat_requests()]
     proxy.stop()
-    store = Store(proxy.store_path)
+    store = open_store(proxy.store_path)
     try:
         turns = session_turns(store, session)
         assert [turn["n"] for turn in turns] == list(range(1, 19))
@@ -81,10 +83,12 @@ def test_records_are_pruned_with_their_session(proxy: Any) -> None:
     engine = proxy.engine
     store = engine.store
     assert len(session_turns(store, session)) == 7
-    assert sweep(engine, 1.0, now=__import__("time").time() + 3 * 86400) == 1
+    # what workset wrote for the requests (the live state of each, under policy state.position both)
+    keys = [orjson.loads(row["record"])["state"] for row in store.turns(session, ("record",))]
+    assert store.shown_messages(session, keys)
+    assert sweep(engine, 1.0, now=time.time() + 3 * 86400) == 1
     assert session_turns(store, session) == []
-    with store._read_lock:  # noqa: SLF001 (the table has no reader of its own to ask)
-        assert store._read.execute("SELECT count(*) FROM shown WHERE session_id = ?", (session,)).fetchone()[0] == 0
+    assert store.shown_messages(session, keys) == {}
 
 
 def test_cli_stats_and_show_turn_tell_the_savings_and_one_turn_s_changes(start_proxy: Any, tmp_path: Path,

@@ -252,13 +252,13 @@ def test_a_deep_message_is_stored_like_any_other(tmp_path) -> None:
     from proxy.config import Config
     from proxy.engine import Engine
     from proxy.policy import Policy
-    from proxy.store import Store
+    from proxy.storage import open_store
     from proxy.tokens import TokenCounter
 
     schema: dict = {"leaf": "x"}
     for level in range(300):
         schema = {"level": level, "inner": schema}
-    engine = Engine(Config(), {"default": Policy()}, Store(tmp_path / "store.db"), TokenCounter())
+    engine = Engine(Config(), {"default": Policy()}, open_store(tmp_path / "store.db"), TokenCounter())
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "see the schema", "schema": schema}]
     prepared = engine.prepare({"model": "m", "messages": messages}, "key", policy_name="default")
     engine.settle(prepared)

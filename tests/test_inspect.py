@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from proxy.retention import DAY_S, start_retention, sweep
-from proxy.store import Scope
+from proxy.storage import Scope
 
 pytestmark = pytest.mark.e2e
 

@@ -16,7 +16,7 @@ from proxy.config import Config
 from proxy.engine import Engine
 from proxy.policy import BudgetRules, Policy, StateRules, ToolOutputRules
 from proxy.session import path_state
-from proxy.store import Store
+from proxy.storage import open_store
 from proxy.tokens import TokenCounter
 from proxy.workingset import STATE_PREFIX
 
@@ -79,7 +79,7 @@ policies = st.builds(
 
 
 def replay(policy: Policy, messages: list[dict[str, Any]], calls_at: list[int], folder: Path) -> list[bytes]:
-    engine = Engine(Config(), {policy.name: policy}, Store(folder / "store.db"), COUNTER)
+    engine = Engine(Config(), {policy.name: policy}, open_store(folder / "store.db"), COUNTER)
     sent = []
     expected = PathState(COUNTER)
     try:
@@ -108,7 +108,7 @@ def test_invariants_hold_on_every_turn_and_output_is_deterministic(conversation,
 @given(conversation=conversations(), policy=policies)
 def test_prefix_is_byte_identical_between_compactions(conversation, policy, tmp_path_factory) -> None:
     messages, calls_at = conversation
-    engine = Engine(Config(), {policy.name: policy}, Store(tmp_path_factory.mktemp("c") / "store.db"), COUNTER)
+    engine = Engine(Config(), {policy.name: policy}, open_store(tmp_path_factory.mktemp("c") / "store.db"), COUNTER)
     previous: list[dict[str, Any]] | None = None
     try:
         for end in calls_at:
@@ -155,7 +155,7 @@ def test_the_fold_saved_at_a_compaction_is_the_state_the_ledger_folds_to(tmp_pat
         messages.append({"role": "tool", "tool_call_id": f"call_{step}",
                          "content": f'{{"order_id": "#W{step % 4}", "amount": {100 + step}}}\n{fields}\n' + "log " * 150})
         calls_at.append(len(messages))
-    store = Store(tmp_path / "store.db")
+    store = open_store(tmp_path / "store.db")
     engine = Engine(Config(), {policy.name: policy}, store, COUNTER)
     for end in calls_at:
         prepared = engine.prepare({"model": "m", "messages": orjson.loads(orjson.dumps(messages[:end]))}, "caller",

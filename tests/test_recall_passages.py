@@ -12,7 +12,7 @@ import pytest
 
 from proxy import passages
 from proxy.recall import Resolver
-from proxy.store import NewMessage, Scope, Store
+from proxy.storage import NewMessage, Scope, Store, open_store
 from proxy.tokens import TokenCounter
 
 COUNTER = TokenCounter()
@@ -256,7 +256,7 @@ def stored(store: Store, session: str, ref: str, content: str) -> None:
 
 
 def test_search_finds_a_chinese_word_inside_chinese_text_of_its_own_session_only(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+    store = open_store(tmp_path / "s.db")
     try:
         for session in ("a", "b"):
             store.create_session(session, "k", session, "m", "p")
@@ -299,7 +299,7 @@ class Recorded:
         from proxy.policy import Policy
         from proxy.session import Sessions
 
-        self.store = Store(path)
+        self.store = open_store(path)
         self.sessions = Sessions(self.store, COUNTER)
         self.observations = Policy().observation_matcher
         self.session_ids: dict[str, str] = {}

@@ -12,7 +12,7 @@ from proxy.policy import Policy
 from proxy.records import Action
 from proxy.retrieval import failure_advice
 from proxy.schema import build
-from proxy.store import Store
+from proxy.storage import open_store
 from proxy.tokens import TokenCounter
 from proxy.workingset import STATE_PREFIX
 
@@ -21,7 +21,7 @@ POLICY = build(Policy, {"name": "r", "budget": {"max_input_tokens": 3000}, "rece
 
 
 def engine(tmp_path: Path) -> Engine:
-    return Engine(Config(), {"r": POLICY}, Store(tmp_path / "s.db"), COUNTER)
+    return Engine(Config(), {"r": POLICY}, open_store(tmp_path / "s.db"), COUNTER)
 
 
 def call(call_id: str, command: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ import threading
 from pathlib import Path
 
 from proxy.records import Fact
-from proxy.store import NewMessage, Scope, Store
+from proxy.storage import NewMessage, Scope
+from proxy.store import SqliteStore
 
 WAIT_S = 30  # bounds a hang; never reached when the store behaves
 
@@ -25,7 +26,7 @@ def in_thread(work: object) -> tuple[threading.Thread, list[object]]:
 
 
 def test_reads_wait_for_their_own_sessions_writes_only(tmp_path: Path) -> None:
-    store = Store(tmp_path / "store.db")
+    store = SqliteStore(tmp_path / "store.db")
     gate = threading.Event()
     try:
         store.create_session("A", "key", None, "m", "p")
@@ -55,7 +56,7 @@ def test_reads_wait_for_their_own_sessions_writes_only(tmp_path: Path) -> None:
 
 
 def test_a_queued_child_counts_as_a_fork(tmp_path: Path) -> None:
-    store = Store(tmp_path / "store.db")
+    store = SqliteStore(tmp_path / "store.db")
     gate = threading.Event()
     try:
         store.create_session("A", "key", None, "m", "p")

@@ -106,11 +106,11 @@ def test_what_the_edges_accept_the_core_takes_without_failing(tmp_path_factory: 
     from proxy.config import Config
     from proxy.engine import Engine
     from proxy.policy import BudgetRules, Policy
-    from proxy.store import Store
+    from proxy.storage import open_store
     from proxy.tokens import TokenCounter
 
     policy = replace(Policy(name="tight"), recent_turns=1, budget=replace(BudgetRules(), max_input_tokens=400))
-    store = Store(tmp_path_factory.mktemp("wire") / "store.db")
+    store = open_store(tmp_path_factory.mktemp("wire") / "store.db")
     engine = Engine(Config(), {"tight": policy}, store, TokenCounter())
     try:
         for edge, body in ((anthropic, {"model": "m", "max_tokens": 5, "messages": messages}),

@@ -15,7 +15,7 @@ from ..engine import Engine
 from ..hashing import key_hash
 from ..policy import Policy
 from ..records import Message
-from ..store import Store
+from ..storage import open_store
 from ..tokens import TokenCounter
 from ..upstream import context_window
 from ..workingset import Pairing, first_user
@@ -244,7 +244,7 @@ def policy_engine(policies: dict[str, Policy], counter: TokenCounter, folder: Pa
     bites, it is there for hostile ones."""
     folder = folder or Path(tempfile.mkdtemp(prefix="workset-eval-"))
     config = Config(ingest=IngestSettings(extract_ms=math.inf))
-    return Engine(config, policies, Store(folder / "eval.db"), counter, context_window)
+    return Engine(config, policies, open_store(folder / "eval.db"), counter, context_window)
 
 
 def with_budget(policy: Policy, budget: int | None) -> Policy:

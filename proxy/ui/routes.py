@@ -15,7 +15,7 @@ from ..errors import WorksetError
 from ..inspect import evidence_view, find_session, session_view, settle_all
 from ..logs import get_logger
 from ..report import TurnNotFound, savings, session_total, session_turns, turn_detail
-from ..store import Scope, Store
+from ..storage import Scope, Store
 from .access import (LoginRequired, Viewer, form_fields, logged_in, logged_out, request_key, safe_next, same_origin,
                      viewer_for)
 from .html import ROOT

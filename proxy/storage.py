@@ -1,0 +1,183 @@
+"""The sidecar store as the core sees it: the records it reads and writes, and `Store`, the protocol every backend
+implements (proxy.store: SQLite, the embedded default). Nothing above this module knows which backend it talks to;
+`open_store` picks one from the configured location.
+
+Writes are queued: a backend may apply them after the call returns (requests never wait on the database), and
+`flush` is the barrier a reader passes for read-your-writes (of some sessions, or of all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+from .records import Action, Fact
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one conversation may read of the store: the sessions its path runs through (a conversation that forked
+    from another reads their shared beginning from the session it began in) and, for an implicit session, only
+    the nodes of its own path (None: all of one explicit session, which its client declared one conversation)."""
+
+    sessions: tuple[str, ...]
+    path: Collection[str] | None = None
+
+    @classmethod
+    def whole(cls, session_id: str) -> Scope:
+        return cls((session_id,))
+
+    def holds(self, session_id: str, node: str) -> bool:
+        return session_id in self.sessions and (self.path is None or node in self.path)
+
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """What the store knows of one message node, enough to rebuild a path without re-reading bodies."""
+
+    hash: str
+    session_id: str
+    depth: int
+    tokens: int
+    ref: str
+    tool: str
+    gist: str
+    outcome: str
+    names: str  # space-separated
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A stored message that answers an assistant message: a tool result, or an observation sent in the user role."""
+
+    ref: str
+    role: str
+    tool: str  # the tool that produced it
+    call_id: str  # the tool_call_id it carries ("" for an observation or a legacy function result)
+    content: str  # its stored evidence, what recall shows ("" when it had none)
+
+
+@dataclass(frozen=True)
+class StoredTurn:
+    """An assistant message as stored, with the messages below it in the tree that may answer it."""
+
+    message: dict[str, Any]
+    answers: tuple[Answer, ...]  # first seen first, over every branch below the message
+
+
+@dataclass
+class NewMessage:
+    hash: str
+    parent: str | None
+    depth: int
+    message: dict[str, Any]
+    tokens: int
+    ref: str
+    tool: str
+    gist: str
+    outcome: str
+    evidence: str | None  # content to index under ref, None for messages not worth recalling
+    names: tuple[str, ...] = ()
+
+
+class Store(Protocol):
+    """What the core needs of the sidecar store."""
+
+    # --- lifecycle ------------------------------------------------------------------------------------------------
+    def migrate(self) -> None:
+        """Create or upgrade the schema (at start-up, before any other use)."""
+
+    def close(self) -> None:
+        """Write what is queued, then release the database."""
+
+    def flush(self, sessions: Collection[str] | None = None) -> None:
+        """Wait until every queued write (or those of `sessions`) is readable."""
+
+    def queued_writes(self) -> int:
+        """Writes queued and not yet applied (a gauge)."""
+
+    def size_bytes(self) -> int:
+        """The store's size on disk, 0 when unknown (a gauge)."""
+
+    # --- sessions -------------------------------------------------------------------------------------------------
+    def create_session(self, session_id: str, key_hash: str, explicit_id: str | None, model: str, policy: str,
+                       forked_from: str | None = None, client_id: str | None = None,
+                       parent_id: str | None = None) -> None: ...
+
+    def session(self, session_id: str, key_hash: str) -> dict[str, Any] | None: ...
+
+    def sessions(self, key_hash: str | None = None, limit: int = 100) -> list[dict[str, Any]]: ...
+
+    def session_by_explicit_id(self, key_hash: str, explicit_id: str) -> str | None: ...
+
+    def find_sessions(self, ident: str, key_hash: str | None = None) -> list[dict[str, Any]]:
+        """Sessions whose internal or explicit id is `ident` (of one key; None: every key)."""
+
+    def delete_sessions_before(self, cutoff: float) -> list[str]:
+        """Delete whole sessions last updated before `cutoff`, with all they own; the ids deleted."""
+
+    # --- the conversation tree and what ingest extracted ------------------------------------------------------------
+    def find_nodes(self, hashes: Sequence[str]) -> dict[str, NodeRow]: ...
+
+    def other_child(self, parent: str, child: str) -> bool:
+        """Whether `parent` has a stored or queued child other than `child`."""
+
+    def record(self, scope: Scope, messages: Sequence[NewMessage], facts: Sequence[tuple[str, Fact, str | None]],
+               actions: Sequence[tuple[str, Action]], model: str, policy: str, depth: int) -> None:
+        """One request's new messages with their facts, actions and evidence, written together."""
+
+    def path_records(self, sessions: Sequence[str],
+                     hashes: Sequence[str]) -> tuple[list[tuple[str, Fact]], list[tuple[str, Action]]]: ...
+
+    def latest_tip(self, session_id: str) -> str | None: ...
+
+    def path_to(self, node: str) -> list[dict[str, Any]]: ...
+
+    def facts(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]: ...
+
+    def actions(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]: ...
+
+    # --- compactions ------------------------------------------------------------------------------------------------
+    def add_checkpoint(self, session_id: str, node: str, depth: int, reason: str, tokens_before: int,
+                       tokens_after: int, epoch: dict[str, Any], state: dict[str, Any]) -> None: ...
+
+    def save_fold(self, session_id: str, node: str, depth: int, data: Callable[[], object]) -> None: ...
+
+    def fold_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[int, Any] | None: ...
+
+    def latest_checkpoint_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> dict[str, Any] | None: ...
+
+    def epoch_at(self, session_id: str, node: str) -> dict[str, Any] | None: ...
+
+    def checkpoints(self, session_id: str) -> list[dict[str, Any]]: ...
+
+    # --- evidence and recall ----------------------------------------------------------------------------------------
+    def evidence(self, scope: Scope, ref: str) -> dict[str, Any] | None: ...
+
+    def evidence_by_ref(self, ref: str, key_hash: str | None = None) -> dict[str, Any] | None: ...
+
+    def turn(self, scope: Scope, node: str) -> StoredTurn | None: ...
+
+    def search_evidence(self, scope: Scope, query: str, limit: int = 5, fresh: bool = True) -> list[dict[str, Any]]: ...
+
+    # --- decision records and accounting ----------------------------------------------------------------------------
+    def add_turn(self, session_id: str, row: Callable[[], dict[str, Any]], made: dict[str, bytes]) -> None: ...
+
+    def turns(self, session_id: str, columns: Sequence[str], first: int = 1,
+              last: int | None = None) -> list[dict[str, Any]]: ...
+
+    def turn_count(self, session_id: str) -> int: ...
+
+    def shown_messages(self, session_id: str, keys: Sequence[str]) -> dict[str, Any]: ...
+
+    def turn_totals(self, key_hash: str | None = None, since: float = 0.0, limit: int = 100) -> list[dict[str, Any]]: ...
+
+
+def open_store(location: str | Path) -> Store:
+    """The store at `location`: a SQLite file path (the embedded default), or ":memory:"."""
+    from .store import SqliteStore
+
+    return SqliteStore(location)

@@ -1,0 +1,109 @@
+"""The store protocol: what the core needs of a backend. Every backend implements all of it, with the same
+parameters, so that a second backend is a new module and not edits everywhere."""
+
+from __future__ import annotations
+
+import inspect
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from test_inspect import conversation
+
+from proxy.config import Config
+from proxy.engine import Engine
+from proxy.policy import BudgetRules, Policy
+from proxy.records import Action, Fact
+from proxy.storage import NewMessage, Scope, Store, open_store
+from proxy.store import SqliteStore
+from proxy.tokens import TokenCounter
+
+COUNTER = TokenCounter()
+POLICY = replace(Policy(name="tight"), recent_turns=2, budget=replace(BudgetRules(), max_input_tokens=2500))
+
+BACKENDS = [SqliteStore]
+
+
+def protocol_methods() -> dict[str, inspect.Signature]:
+    return {name: inspect.signature(member) for name, member in vars(Store).items()
+            if callable(member) and not name.startswith("_")}
+
+
+def test_the_protocol_names_what_the_core_calls() -> None:
+    assert {"record", "path_to", "search_evidence", "add_turn", "turns", "flush"} <= set(protocol_methods())
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda backend: backend.__name__)
+def test_every_backend_implements_every_method_with_the_same_parameters(backend: type) -> None:
+    for name, wanted in protocol_methods().items():
+        member = getattr(backend, name, None)
+        assert callable(member), f"{backend.__name__} lacks {name}"
+        have = inspect.signature(member)
+        assert list(have.parameters) == list(wanted.parameters), f"{backend.__name__}.{name}{have} != {wanted}"
+        for parameter in wanted.parameters.values():
+            assert have.parameters[parameter.name].default == parameter.default, f"{backend.__name__}.{name}"
+
+
+def ledger(store: Store, session: str) -> tuple[int, int]:
+    return len(store.facts(session, 100_000)), len(store.actions(session, 100_000))
+
+
+def test_a_request_s_yield_written_twice_is_stored_once(tmp_path: Path) -> None:
+    """Two processes sharing one store that both ingest the same request before either sees the other's write (or
+    one write retried) store what its messages yield once: facts and actions have unique keys."""
+    path = tmp_path / "store.db"
+    stores = [open_store(path), open_store(path)]
+    node = NewMessage("n1", None, 0, {"role": "tool", "content": "status: paid"}, 5, "rn1", "bash", "", "ok", "x")
+    facts = [("n1", Fact("field", "status", "paid", 0, "rn1", "tool"), None),
+             ("n1", Fact("field", "invoice", "INV-7", 0, "rn1", "tool"), None)]
+    actions = [("n1", Action(0, "bash", '{"command": "pay"}', "ok", "paid", "call_1", "rn1"))]
+    try:
+        stores[0].create_session("S", "key", None, "m", "p")
+        for store in stores:
+            store.record(Scope.whole("S"), [node], facts, actions, "m", "p", 1)
+            store.flush()
+        assert ledger(stores[0], "S") == ledger(stores[1], "S") == (2, 1)
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_a_conversation_ingested_twice_never_duplicates_the_ledger(tmp_path: Path) -> None:
+    """Two processes sharing one store (here two engines, each with its own connection and cache) ingest the same
+    requests of a session: what each message yields is stored once."""
+    path = tmp_path / "store.db"
+    messages = conversation(24)
+    engines = [Engine(Config(), {"tight": POLICY}, open_store(path), COUNTER) for _ in range(2)]
+    try:
+        session = ""
+        for engine in engines:
+            for end in range(4, len(messages) + 1, 4):
+                prepared = engine.prepare({"model": "m", "messages": messages[:end]}, "key", "shared-session", "tight")
+                engine.settle(prepared)
+                session = prepared.session_id or ""
+            engine.store.flush()
+            if engine is engines[0]:
+                once = ledger(engine.store, session)
+        assert once[0] > 0 and once[1] > 0
+        assert ledger(engines[1].store, session) == once
+    finally:
+        for engine in engines:
+            engine.store.close()
+
+
+def test_a_store_from_before_unique_yields_keeps_one_of_each_duplicate(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    open_store(path).close()
+    with sqlite3.connect(path) as conn:  # as a schema-7 store that two processes wrote to
+        conn.execute("DROP INDEX facts_yield")
+        for _ in range(3):
+            conn.execute("INSERT INTO facts (session_id, node, turn, kind, key, value) VALUES ('S', 'n', 0, 'field',"
+                         " 'status', 'paid')")
+        conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    conn.close()
+    store = open_store(path)
+    try:
+        assert ledger(store, "S") == (1, 0)
+    finally:
+        store.close()
