@@ -1,5 +1,5 @@
 """Command line: `workset serve` (also `python -m proxy serve`), `reference`, `eval`, and the local admin commands
-`sessions`, `inspect`, `stats`, `show-turn` and `show`, which read the store file directly (every key)."""
+`sessions`, `inspect`, `stats`, `show-turn`, `show` and `migrate`, which open the store file directly (every key)."""
 
 from __future__ import annotations
 
@@ -230,6 +230,18 @@ def _print_inspection(row: dict[str, Any], branch: Any, policy: Policy, prepared
     print("(tool definitions are not stored: the token figures leave them out)")
 
 
+def migrate(args: argparse.Namespace) -> int:
+    """Create or upgrade the store's schema and exit (workset serve does it too, at start-up): for an operator who
+    upgrades before starting the new version."""
+    from .store import SCHEMA_VERSION
+
+    path = Path(load_config(*_admin_config(args))[0].store.path)
+    with _open_store(path):
+        pass
+    print(f"store {path}: schema {SCHEMA_VERSION}")
+    return 0
+
+
 def show_ref(args: argparse.Namespace) -> int:
     from .inspect import evidence_view
 
@@ -374,6 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     turn.add_argument("--reasons", action="store_true", help="give the reason for kept messages too")
     turn.add_argument("--no-color", action="store_true", help="no colors, even on a terminal")
     turn.set_defaults(handler=show_turn)
+    migrating = _admin_parser(commands, "migrate", "create or upgrade the store's schema, then exit")
+    migrating.set_defaults(handler=migrate)
     showing = _admin_parser(commands, "show", "print the stored content of a [ref:ID]")
     showing.add_argument("ref", help="the 12 hex digits of a ref")
     showing.set_defaults(handler=show_ref)

@@ -7,6 +7,7 @@ import inspect
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_inspect import conversation
@@ -107,3 +108,19 @@ def test_a_store_from_before_unique_yields_keeps_one_of_each_duplicate(tmp_path:
         assert ledger(store, "S") == (1, 0)
     finally:
         store.close()
+
+
+def test_workset_migrate_creates_or_upgrades_the_store_and_exits(tmp_path: Path, capsys: Any) -> None:
+    from proxy.cli import main
+    from proxy.store import SCHEMA_VERSION
+
+    path = tmp_path / "new" / "store.db"
+    assert main(["migrate", "--store", str(path)]) == 0
+    assert f"schema {SCHEMA_VERSION}" in capsys.readouterr().out and path.is_file()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    conn.close()
+    assert main(["migrate", "--store", str(path)]) == 0
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    conn.close()
