@@ -388,9 +388,7 @@ class Engine:
         """What event-driven retrieval brings into this request (see proxy.retrieval), within its quota."""
         rules = policy.retrieval
         parts: list[str] = []
-        answers: list[str] = []
-        while branch.pending_recall:
-            answers.append(branch.pending_recall.popleft())
+        answers = self.store.take_pending_recall(branch.session_id)
         if answers:
             parts.append("Answers to the workset_recall calls made with your last tool calls:\n" + "\n\n".join(answers))
         if not rules.enabled or not new_messages:
@@ -416,9 +414,10 @@ class Engine:
         return text + " …" if dropped else text
 
     def deliver_later(self, prepared: Prepared, texts: list[str]) -> None:
-        """Recall answers the model asked for alongside the agent's own calls: shown with the next request."""
-        if prepared.branch is not None:
-            prepared.branch.pending_recall.extend(texts)
+        """Recall answers the model asked for alongside the agent's own calls: shown with the conversation's next
+        request (kept in the store: that request may come to another replica, or after a restart)."""
+        if prepared.session_id is not None and texts:
+            self.store.add_pending_recall(prepared.session_id, texts)
 
 
 RETRIEVED = "## Retrieved for this step (stored content the context no longer shows)"

@@ -9,7 +9,7 @@ paths are rebuilt from the store.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -55,8 +55,6 @@ class Branch:
     total_tokens: int = 0
     tail_cache: tuple[object, str, Message, int] | None = None  # (key, live state text, its message, tokens)
     pairing: Pairing = field(default_factory=Pairing)  # tool-call pairing of `messages`, fed incrementally
-    # recall answers to show with the next request: a deque, so the event loop adds while a worker takes, unlocked
-    pending_recall: deque[str] = field(default_factory=deque)
     summary_candidate: Summary | None = None  # a finished background summary, waiting for the next compaction
     summary_running: bool = False
     last_request: tuple[int, str] | None = None  # (messages, tip hash) of the previous request, for its cache model

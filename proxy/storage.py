@@ -163,6 +163,12 @@ class Store(Protocol):
 
     def search_evidence(self, scope: Scope, query: str, limit: int = 5, fresh: bool = True) -> list[dict[str, Any]]: ...
 
+    # --- recall answers waiting for a conversation's next request ---------------------------------------------------
+    def add_pending_recall(self, session_id: str, texts: Sequence[str]) -> None: ...
+
+    def take_pending_recall(self, session_id: str) -> list[str]:
+        """The session's waiting answers, oldest first; taken, so no other request shows them again."""
+
     # --- decision records and accounting ----------------------------------------------------------------------------
     def add_turn(self, session_id: str, row: Callable[[], dict[str, Any]], made: dict[str, bytes]) -> None: ...
 

@@ -25,7 +25,7 @@ from .passages import has_cjk, query_words
 from .records import Action, Fact
 from .storage import Answer, NewMessage, NodeRow, Scope, StoredTurn
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 _IN_CHUNK = 500  # host parameters per IN (...) query
 _WRITE_BATCH = 256  # writes per commit at most: bounds how long one commit holds the file (not a tuning knob)
 T = TypeVar("T")
@@ -138,12 +138,21 @@ def _migrate_to_8(db: sqlite_utils.Database) -> None:
         db.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {table}_yield ON {table} ({listed})")
 
 
+def _migrate_to_9(db: sqlite_utils.Database) -> None:
+    """Recall answers waiting for a conversation's next request live in the store, not in one process: the next
+    request may come to another replica, or after a restart."""
+    db["pending_recall"].create({"id": int, "session_id": str, "text": str, "created_at": float}, pk="id",
+                                not_null={"session_id", "text"}, if_not_exists=True)
+    db["pending_recall"].create_index(["session_id"], if_not_exists=True)
+
+
 # what identifies a fact or an action a message yielded (the unique keys of ingest)
 UNIQUE_YIELDS = {"facts": ("session_id", "node", "kind", "key", "value"),
                  "actions": ("session_id", "node", "call_id", "tool", "arguments")}
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3, _migrate_to_4,
-                                                             _migrate_to_5, _migrate_to_6, _migrate_to_7, _migrate_to_8]
+                                                             _migrate_to_5, _migrate_to_6, _migrate_to_7, _migrate_to_8,
+                                                             _migrate_to_9]
 
 
 @dataclass(frozen=True)
@@ -655,6 +664,33 @@ class SqliteStore:
             params,
         )
 
+    # --- recall answers for a conversation's next request ----------------------------------------------------
+
+    def add_pending_recall(self, session_id: str, texts: Sequence[str]) -> None:
+        now = time.time()
+        rows = [(session_id, text, now) for text in texts]
+
+        def write() -> None:
+            self._write.executemany("INSERT INTO pending_recall (session_id, text, created_at) VALUES (?, ?, ?)", rows)
+
+        self._submit(write, (session_id,))
+
+    def take_pending_recall(self, session_id: str) -> list[str]:
+        """The session's waiting answers, oldest first, and gone from the store (a request of a conversation is
+        served by one worker at a time: its branch is claimed)."""
+        self.flush((session_id,))  # this conversation's writes only: never behind another tenant's
+        with self._read_lock:
+            rows = self._read.execute("SELECT id, text FROM pending_recall WHERE session_id = ? ORDER BY id",
+                                      (session_id,)).fetchall()
+        if rows:
+            ids = [row[0] for row in rows]
+
+            def write() -> None:
+                self._write.execute(f"DELETE FROM pending_recall WHERE id IN ({_marks(len(ids))})", ids)
+
+            self._submit(write, (session_id,))
+        return [row[1] for row in rows]
+
     # --- turns: decision records and accounting -------------------------------------------------------------
 
     def add_turn(self, session_id: str, row: Callable[[], dict[str, Any]], made: dict[str, bytes]) -> None:
@@ -760,7 +796,8 @@ class SqliteStore:
             (cutoff, cutoff))]
         for chunk in _chunks(ids):
             marks = _marks(len(chunk))
-            for table in ("messages", "facts", "actions", "evidence", "checkpoints", "folds", "turns", "shown"):
+            for table in ("messages", "facts", "actions", "evidence", "checkpoints", "folds", "turns", "shown",
+                          "pending_recall"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", chunk)
             conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk)
         return ids

@@ -375,3 +375,34 @@ def test_recall_waits_for_the_request_it_answers_to_be_stored(lanes_proxy: Any, 
         model="lanes-test", messages=lanes_run(), tools=TOOLS, extra_headers={"x-workset-session": "lanes-slow"}
     ).choices[0].message.content
     assert text.endswith("Checksum 7f3a91c2.") and f"118| {CHECKSUM}" in seen["results"][0]
+
+
+def test_a_recall_answer_waiting_for_the_next_request_survives_a_restart(start_proxy: Any, fake: Any) -> None:
+    """Answers for the conversation's next request are kept in the store, not in the process: the next request may
+    come to another replica, or after a restart."""
+    proxy = start_proxy()
+    client = proxy.client()
+    messages = drive_to_compaction(client, fake, "recall-r")
+
+    def both(body: dict[str, Any]) -> Completion:
+        asked = json.dumps({"ref": step_ref(body)[0], "lines": "6"})
+        return Completion(tool_calls=[ToolCall("workset_recall", asked, "rc_1"),
+                                      ToolCall("bash", json.dumps({"command": "ls"}), "own_1")])
+
+    fake.script(both)
+    client.chat.completions.create(model="small-test", messages=messages, tools=TOOLS,
+                                   extra_headers={"x-workset-session": "recall-r"})
+    proxy.stop()
+    restarted = start_proxy(store={"path": str(proxy.store_path)})
+    follow = messages + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "own_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
+        {"role": "tool", "tool_call_id": "own_1", "content": "part0.txt"}]
+    restarted.client().chat.completions.create(model="small-test", messages=follow, tools=TOOLS,
+                                               extra_headers={"x-workset-session": "recall-r"})
+    tail = fake.chat_requests()[-1].body["messages"][-1]["content"]
+    assert "SECRET_VALUE_4471" in tail and "workset_recall" in tail
+    # shown once: the request after it does not carry it again
+    again = follow + [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks. Next?"}]
+    restarted.client().chat.completions.create(model="small-test", messages=again, tools=TOOLS,
+                                               extra_headers={"x-workset-session": "recall-r"})
+    assert "Answers to the workset_recall calls" not in json.dumps(fake.chat_requests()[-1].body["messages"])
