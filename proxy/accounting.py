@@ -59,8 +59,13 @@ class Account:
 
     @property
     def saved(self) -> float | None:
-        """Dollars workset saved on this request; negative when it cost more than forwarding everything."""
-        return None if self.cost is None or self.cost_whole is None else self.cost_whole - self.cost
+        return saving(self.cost, self.cost_whole)
+
+
+def saving(cost: float | None, cost_whole: float | None) -> float | None:
+    """Dollars workset saved: what forwarding everything would have cost less what was sent; negative when workset
+    cost more; None without a price."""
+    return None if cost is None or cost_whole is None else cost_whole - cost
 
 
 def usage_of(data: Any) -> Usage | None:

@@ -221,7 +221,7 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
         # x-workset-ms counts all of workset's own work for the request, the deferred part included: it is done by
         # now unless it took longer than the provider did. Recall reads what it stored, so it waits for it too.
         fields["deferred_ms"] = await settling
-        if prepared.recall and edge.answers_recall:
+        if prepared.recall and edge.model_turn:
             result = await _answer_recall(workset, edge, admitted, caller_key, client_headers, query, result, fields)
         headers = _workset_headers(prepared, admitted.explicit, fields["workset_ms"] + fields["deferred_ms"],
                                    fields["queued_ms"])
@@ -251,7 +251,7 @@ def _record_turn(workset: Workset, edge: Edge, admitted: Admitted, fields: dict[
     open, a compaction it answered itself, a token count) has no record."""
     prepared = admitted.prepared
     decision = prepared.decision
-    if decision is None or prepared.session_id is None or not edge.answers_recall:
+    if decision is None or prepared.session_id is None or not edge.model_turn:
         return
     config = workset.config
     model = str(fields.get("model", ""))

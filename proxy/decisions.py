@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from .records import Message
-from .workingset import COMPACTED, VERBATIM, BuiltPrefix, Epoch
+from .workingset import COMPACTED, VERBATIM, BuiltPrefix, Epoch, made_key
 
 RECORD_VERSION = 1
 STATE = "S"  # the code of the live task state (and retrieved content) after the newest message
@@ -69,7 +69,7 @@ def decide(prefix: BuiltPrefix, hashes: list[str], tail: Message | None, tail_la
     state = ""
     if tail is not None:
         body = orjson.dumps(tail)
-        state = f"{STATE}:{hashlib.blake2b(body, digest_size=10).hexdigest()}"
+        state = made_key(STATE, hashlib.blake2b(body, digest_size=10).hexdigest())
         if state != prefix.tail_key:  # the same state as last time is stored already
             made[state] = body
             prefix.tail_key = state
@@ -82,7 +82,7 @@ def epoch_why(epoch: Epoch | None) -> dict[str, Any] | None:
     compacted-turns message is stored under."""
     if epoch is None:
         return None
-    return {"tip": epoch.tip_hash, "reason": epoch.reason, "compacted": f"{COMPACTED}:{epoch.key}",
+    return {"tip": epoch.tip_hash, "reason": epoch.reason, "compacted": made_key(COMPACTED, epoch.key),
             "masked_through": epoch.masked_through, "summary_through": epoch.summary_through}
 
 

@@ -27,7 +27,9 @@ class Edge:
     without a working set, compactions workset answers itself) it need not say: these defaults say "none"."""
 
     name = ""  # in the logs: "chat", "messages", "responses", ...
-    answers_recall = True  # whether the answer may hold recall calls (not a token count)
+    # the provider answers with a model's turn (not a token count, not a compaction): it may hold recall calls, and
+    # it is billed, so it gets a decision record and its accounting
+    model_turn = True
 
     def check(self, body: dict[str, Any]) -> None:
         """What workset reads of the request, well-typed (a 400 otherwise)."""
@@ -168,7 +170,7 @@ class MessagesEdge(Edge):
     def __init__(self, path: str = "/v1/messages") -> None:
         self.path = path
         self.name = "messages" if path == "/v1/messages" else "count_tokens"
-        self.answers_recall = path == "/v1/messages"
+        self.model_turn = path == "/v1/messages"
 
     def check(self, body: dict[str, Any]) -> None:
         anthropic.check(body)
@@ -239,7 +241,7 @@ class ResponsesEdge(Edge):
     def __init__(self, path: str = "/responses") -> None:
         self.path = path
         self.name = "responses" if path == "/responses" else "responses_compact"
-        self.answers_recall = path == "/responses"
+        self.model_turn = path == "/responses"
 
     def check(self, body: dict[str, Any]) -> None:
         responses.check(body)

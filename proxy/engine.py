@@ -231,7 +231,8 @@ class Engine:
             return Prepared(out, branch.session_id, policy.name, original, total, budget.limit, budget.room, compacted,
                             rewritten=True, new_messages=resolved.new_messages, branch=branch, recall=recall,
                             retrieved=bool(retrieved), epoch=epoch if compacted else None, stable=stable,
-                            head=prefix.head, decision=decide(prefix, branch.hashes, tail, tail_last, why), whole_reused=whole_reused)
+                            head=prefix.head, decision=decide(prefix, branch.hashes, tail, tail_last, why),
+                            whole_reused=whole_reused)
         except Exception:
             self.sessions.forget(branch)
             raise
@@ -483,12 +484,13 @@ def _whole_reused(branch: Branch, tools_tokens: int) -> int:
     """Of the agent's request, what a prompt cache would hold had the session's requests been forwarded whole:
     `workset eval`'s cache model (the leading messages shared with the previous request, and the tool definitions
     once there was one). Remembers this request as the previous one."""
-    previous, branch.last_request = branch.last_request, (len(branch.hashes), branch.hashes[-1] if branch.hashes else "")
+    previous = branch.last_request
+    branch.last_request = (len(branch.hashes), branch.hashes[-1] if branch.hashes else "", branch.total_tokens)
     if previous is None:
         return 0
-    count, tip = previous
+    count, tip, tokens = previous
     shared = 0 < count <= len(branch.hashes) and branch.hashes[count - 1] == tip
-    return tools_tokens + (sum(branch.tokens[:count]) if shared else 0)
+    return tools_tokens + (tokens if shared else 0)
 
 
 def _prefix_key(policy: Policy, budget: Budget, epoch: Epoch | None) -> str:

@@ -4,17 +4,18 @@ record as a message-by-message account with the rule behind each change. The das
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from .accounting import Account
+from .accounting import Account, saving
 from .decisions import FORWARDED_AS_SENT, STATE, unpack
 from .messages import PINNED_ROLES
 from .records import Message
 from .storage import Store
-from .workingset import COMPACTED, EXCERPTED, MASKED, PASTE, VERBATIM, first_user
+from .workingset import COMPACTED, EXCERPTED, MASKED, PASTE, VERBATIM, first_user, made_key
 from .workingset import REMOVED as REMOVED_CODE
 
 KEPT, REMOVED, ADDED = "kept", "removed", "added"
@@ -31,7 +32,7 @@ def turn_row(route: str, model: str, prepared: Any, figures: Account, fields: di
     return {
         "route": route, "model": model, "policy": prepared.policy, "messages": decision.messages, "tip": decision.tip,
         "tokens_original": prepared.tokens_original, "tokens_sent": prepared.tokens_sent,
-        "whole_reused": prepared.whole_reused, "input_tokens": figures.input, "cached_tokens": figures.cached,
+        "input_tokens": figures.input, "cached_tokens": figures.cached,
         "cache_write_tokens": figures.written, "output_tokens": figures.output, "reported": int(figures.reported),
         "whole_tokens": figures.whole, "whole_cached_tokens": figures.whole_cached,
         "whole_write_tokens": figures.whole_written, "cost": figures.cost, "cost_whole": figures.cost_whole,
@@ -71,7 +72,7 @@ class Savings:
 
     @property
     def saved(self) -> float | None:
-        return None if self.cost is None or self.cost_whole is None else self.cost_whole - self.cost
+        return saving(self.cost, self.cost_whole)
 
     @property
     def saved_share(self) -> float | None:
@@ -90,15 +91,23 @@ class Savings:
         return f"workset saved ${saved:.4f} ({(self.saved_share or 0) * 100:.1f}%)"
 
 
+# figures a session's savings row sums over its requests (Store.turn_totals sums them in SQL)
+SUMMED = ("tokens_original", "tokens_sent", "input_tokens", "cached_tokens", "cache_write_tokens", "whole_tokens",
+          "whole_cached_tokens")
+
+
 def savings(store: Store, key_hash: str | None, since: float = 0.0, limit: int = 100) -> list[Savings]:
     """The savings table: one row per session active since `since`, most recent first (of one key; None: all)."""
-    return [Savings(row["id"], row["client_id"] or row["explicit_id"] or "", row["model"] or "", row["policy"] or "",
-                    row["turns"], row["tokens_original"] or 0, row["tokens_sent"] or 0, row["input_tokens"] or 0,
-                    row["cached_tokens"] or 0, row["cache_write_tokens"] or 0, row["whole_tokens"] or 0,
-                    row["whole_cached_tokens"] or 0, row["cost"] if row["priced"] else None,
-                    row["cost_whole"] if row["priced"] else None, row["compactions"] or 0, row["reported"] or 0,
-                    row["first_at"], row["last_at"])
-            for row in store.turn_totals(key_hash, since, limit)]
+    return [_savings(row) for row in store.turn_totals(key_hash, since, limit)]
+
+
+def _savings(row: dict[str, Any]) -> Savings:
+    """A session's row of summed figures (turn_totals' columns) as Savings: dollars only where a price was known."""
+    priced = bool(row["priced"])
+    return Savings(row["id"], row["client_id"] or row["explicit_id"] or "", row["model"] or "", row["policy"] or "",
+                   row["turns"], *(row[name] or 0 for name in SUMMED), row["cost"] if priced else None,
+                   row["cost_whole"] if priced else None, row["compactions"] or 0, row["reported"] or 0,
+                   row["first_at"], row["last_at"])
 
 
 def total(rows: list[Savings]) -> Savings:
@@ -118,14 +127,17 @@ def total(rows: list[Savings]) -> Savings:
 def session_total(session: dict[str, Any], turns: list[dict[str, Any]]) -> Savings:
     """One session's savings row summed from its turn rows (session_turns), as `savings` sums them in SQL: a
     session's page reads its figures once."""
-    each = [Savings(session["id"], "", "", "", 1, turn["tokens_original"] or 0, turn["tokens_sent"] or 0,
-                    turn["input_tokens"] or 0, turn["cached_tokens"] or 0, turn["cache_write_tokens"] or 0,
-                    turn["whole_tokens"] or 0, turn["whole_cached_tokens"] or 0, turn["cost"], turn["cost_whole"],
-                    int(bool(turn["compaction"])), turn["reported"] or 0, turn["created_at"], turn["created_at"])
-            for turn in turns]
-    return replace(total(each), session=session["id"], model=session.get("model") or "",
-                   label=session.get("client_id") or session.get("explicit_id") or "",
-                   policy=session.get("policy") or "")
+    priced = [turn for turn in turns if turn["cost"] is not None]
+    return _savings({
+        "id": session["id"], "client_id": session.get("client_id"), "explicit_id": session.get("explicit_id"),
+        "model": session.get("model"), "policy": session.get("policy"), "turns": len(turns),
+        **{name: sum(turn[name] or 0 for turn in turns) for name in SUMMED},
+        "priced": len(priced), "cost": sum(turn["cost"] for turn in priced),
+        "cost_whole": sum(turn["cost_whole"] or 0.0 for turn in priced),
+        "compactions": sum(bool(turn["compaction"]) for turn in turns),
+        "reported": sum(turn["reported"] or 0 for turn in turns),
+        "first_at": min((turn["created_at"] for turn in turns), default=0.0),
+        "last_at": max((turn["created_at"] for turn in turns), default=0.0)})
 
 
 def session_turns(store: Store, session_id: str) -> list[dict[str, Any]]:
@@ -180,17 +192,15 @@ def turn_detail(store: Store, session_id: str, n: int) -> TurnDetail:
     why: dict[str, Any] = record.get("why", {})
     codes = unpack(record.get("codes", ""))
     epoch = why.get("epoch") or {}
-    keys = [f"{code}:{node['hash']}" for code, node in zip((c for c in codes if c not in (COMPACTED, STATE)), path)
+    keys = [made_key(code, node["hash"]) for code, node in zip((c for c in codes if c not in (COMPACTED, STATE)), path)
             if code in (MASKED, EXCERPTED, PASTE)]
     keys += [key for key in (epoch.get("compacted"), record.get("state")) if key]
     made = store.shown_messages(session_id, keys)
-    checkpoint = _checkpoint(store, session_id, epoch.get("tip"))
+    checkpoint = store.epoch_at(session_id, epoch["tip"]) if epoch.get("tip") else None
     changes = account_changes([node["message"] for node in path], [node["hash"] for node in path],
                               [node.get("ref") or "" for node in path], codes, record.get("state", ""), made, why,
                               checkpoint)
-    counts: dict[str, int] = {}
-    for change in changes:
-        counts[change.kind] = counts.get(change.kind, 0) + 1
+    counts = dict(Counter(change.kind for change in changes))
     return TurnDetail(session_id, n, row, changes, why, checkpoint, store.turn_count(session_id), counts)
 
 
@@ -216,7 +226,7 @@ def account_changes(messages: list[Message], hashes: list[str], refs: list[str],
             break  # a record longer than the stored path (never expected): show what is known
         kind = KINDS.get(code, KEPT)
         original = messages[index]
-        sent = original if kind == KEPT else None if kind == REMOVED else made.get(f"{code}:{hashes[index]}")
+        sent = original if kind == KEPT else None if kind == REMOVED else made.get(made_key(code, hashes[index]))
         into = rules.removed_into(index) if kind == REMOVED else ""
         changes.append(Change(kind, rules.rule(index, kind, into), index, str(original.get("role", "")), refs[index],
                               original, sent, into))
@@ -284,7 +294,3 @@ class _Rules:
         text = f"live task state after the newest message (policy state.position: {self.figures.get('state')})"
         return text + " and content event-driven retrieval brought back" if self.figures.get("retrieved") else text
 
-
-def _checkpoint(store: Store, session_id: str, tip: str | None) -> dict[str, Any] | None:
-    """The epoch of the compaction whose tip is `tip` (the newest such), if it is stored."""
-    return store.epoch_at(session_id, tip) if tip else None

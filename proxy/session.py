@@ -57,7 +57,8 @@ class Branch:
     pairing: Pairing = field(default_factory=Pairing)  # tool-call pairing of `messages`, fed incrementally
     summary_candidate: Summary | None = None  # a finished background summary, waiting for the next compaction
     summary_running: bool = False
-    last_request: tuple[int, str] | None = None  # (messages, tip hash) of the previous request, for its cache model
+    # (messages, tip hash, their tokens) of the previous request, for the cache model of the savings figures
+    last_request: tuple[int, str, int] | None = None
     settled: int = 0  # messages before this index are extracted and recorded; the rest wait for settle()
     recorded_as: tuple[str, str] = ("", "")  # model and policy of the latest request, for the session row
     untouchable: tuple[int, int, bool] = (0, 0, False)  # (messages counted, their tokens, task seen)

@@ -11,6 +11,7 @@ import queue
 import sqlite3
 import threading
 import time
+from collections.abc import Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +117,7 @@ def _migrate_to_7(db: sqlite_utils.Database) -> None:
     stored once per session under its content hash."""
     db["turns"].create(
         {"id": int, "session_id": str, "n": int, "created_at": float, "route": str, "model": str, "policy": str,
-         "messages": int, "tip": str, "tokens_original": int, "tokens_sent": int, "whole_reused": int,
+         "messages": int, "tip": str, "tokens_original": int, "tokens_sent": int,
          "input_tokens": int, "cached_tokens": int, "cache_write_tokens": int, "output_tokens": int,
          "reported": int, "whole_tokens": int, "whole_cached_tokens": int, "whole_write_tokens": int,
          "cost": float, "cost_whole": float, "compaction": str, "recall_rounds": int, "status": int,
@@ -524,7 +525,7 @@ class SqliteStore:
     def epoch_at(self, session_id: str, node: str) -> dict[str, Any] | None:
         """The epoch of the session's newest compaction whose tip is `node`."""
         rows = self._rows("SELECT epoch FROM checkpoints WHERE session_id = ? AND node = ? ORDER BY id DESC LIMIT 1",
-                          (session_id, node))
+                          (session_id, node), (session_id,))
         return orjson.loads(rows[0]["epoch"]) if rows else None
 
     def checkpoints(self, session_id: str) -> list[dict[str, Any]]:
@@ -631,10 +632,12 @@ class SqliteStore:
         return hits
 
     def facts(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM facts WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit))
+        return self._rows("SELECT * FROM facts WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit),
+                          (session_id,))
 
     def actions(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM actions WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit))
+        return self._rows("SELECT * FROM actions WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit),
+                          (session_id,))
 
     def _select_in(self, query: str, params: tuple[Any, ...], keys: Sequence[str]) -> list[tuple[Any, ...]]:
         """Rows of `query`, whose `IN ({})` takes `keys` a chunk at a time (SQLite caps host parameters)."""
@@ -644,8 +647,10 @@ class SqliteStore:
                 rows.extend(self._read.execute(query.format(_marks(len(chunk))), (*params, *chunk)))
         return rows
 
-    def _rows(self, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
-        self.flush()
+    def _rows(self, query: str, params: tuple[Any, ...], sessions: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """Rows as dicts, once the queued writes are in: those of `sessions` only, when the query reads only theirs
+        (a reader never waits behind another tenant's writes), else all."""
+        self.flush(sessions)
         with self._read_lock:
             cursor = self._read.execute(query, params)
             names = [c[0] for c in cursor.description]
@@ -678,18 +683,16 @@ class SqliteStore:
     def take_pending_recall(self, session_id: str) -> list[str]:
         """The session's waiting answers, oldest first, and gone from the store (a request of a conversation is
         served by one worker at a time: its branch is claimed)."""
-        self.flush((session_id,))  # this conversation's writes only: never behind another tenant's
-        with self._read_lock:
-            rows = self._read.execute("SELECT id, text FROM pending_recall WHERE session_id = ? ORDER BY id",
-                                      (session_id,)).fetchall()
+        rows = self._rows("SELECT id, text FROM pending_recall WHERE session_id = ? ORDER BY id", (session_id,),
+                          (session_id,))
         if rows:
-            ids = [row[0] for row in rows]
+            ids = [row["id"] for row in rows]
 
             def write() -> None:
                 self._write.execute(f"DELETE FROM pending_recall WHERE id IN ({_marks(len(ids))})", ids)
 
             self._submit(write, (session_id,))
-        return [row[1] for row in rows]
+        return [row["text"] for row in rows]
 
     # --- turns: decision records and accounting -------------------------------------------------------------
 
@@ -712,14 +715,13 @@ class SqliteStore:
     def turns(self, session_id: str, columns: Sequence[str], first: int = 1, last: int | None = None) -> list[dict[str, Any]]:
         """Rows of a session's forwarded requests numbered first..last, in order: only `columns` (records are
         large; a session page of 2,000 turns reads figures only)."""
-        self.flush((session_id,))
         upper = " AND n <= ?" if last is not None else ""
         params: tuple[Any, ...] = (session_id, first) + ((last,) if last is not None else ())
         return self._rows(f"SELECT {', '.join(columns)} FROM turns WHERE session_id = ? AND n >= ?{upper} ORDER BY n",
-                          params)
+                          params, (session_id,))
 
     def turn_count(self, session_id: str) -> int:
-        rows = self._rows("SELECT max(n) AS n FROM turns WHERE session_id = ?", (session_id,))
+        rows = self._rows("SELECT max(n) AS n FROM turns WHERE session_id = ?", (session_id,), (session_id,))
         return int(rows[0]["n"] or 0) if rows else 0
 
     def shown_messages(self, session_id: str, keys: Sequence[str]) -> dict[str, Any]:
@@ -731,7 +733,6 @@ class SqliteStore:
     def turn_totals(self, key_hash: str | None = None, since: float = 0.0, limit: int = 100) -> list[dict[str, Any]]:
         """Per session, the sums of its requests since `since` (epoch seconds), most recently active first: the
         savings table (of one key, or of all keys when None)."""
-        self.flush()
         scope = " AND s.key_hash = ?" if key_hash is not None else ""
         return self._rows(
             "SELECT s.id, s.explicit_id, s.client_id, s.model, s.policy, s.messages, count(*) AS turns,"

@@ -136,6 +136,12 @@ class BuiltPrefix:
 VERBATIM, MASKED, EXCERPTED, PASTE, REMOVED, COMPACTED = "k", "m", "x", "p", "-", "C"
 
 
+def made_key(code: str, node: str) -> str:
+    """The storage key of what workset wrote: its code and the node (or, for the compacted turns, the epoch) it
+    stands for."""
+    return f"{code}:{node}"
+
+
 # --- structure --------------------------------------------------------------------------------------------------
 
 
@@ -359,7 +365,7 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
         if form != VERBATIM:
             tokens = counter.message(message, generated=True)
             prefix.refs = True
-            prefix.made.append((f"{form}:{conversation.hashes[index]}", message))
+            prefix.made.append((made_key(form, conversation.hashes[index]), message))
         prefix.messages.append(message)
         prefix.tokens += tokens
         if index == task and epoch is not None:
@@ -371,7 +377,7 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
                 prefix.tokens += compacted_tokens(sections, counter)[0]
                 prefix.refs = True
                 prefix.codes.append(COMPACTED)
-                prefix.made.append((f"{COMPACTED}:{epoch.key}", summary))
+                prefix.made.append((made_key(COMPACTED, epoch.key), summary))
     prefix.upto = len(messages)
     return prefix
 

@@ -194,7 +194,7 @@ def test_a_session_of_two_thousand_requests_renders_whole(tmp_path: Path, start_
     figures = {name: value for name, value in row.items() if name not in ("n", "created_at")}
     for n in range(2000 - 2):
         store.add_turn(session, lambda n=n: {**figures, "compaction": "budget" if n % 100 == 0 else "", "tip": "",
-                                             "whole_reused": 0, "record": "{}"}, {})
+                                             "record": "{}"}, {})
     store.flush()
     page = ui(proxy, f"/ui/sessions/{session}").text
     assert page.count("<polyline") == 3 and "/turns/2000\"" in page

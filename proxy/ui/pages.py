@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from ..extract.text import one_line
 from ..messages import message_text, tool_calls
 from ..passages import query_words
+from ..accounting import saving
 from ..records import Message
 from ..report import ADDED, KEPT, REMOVED, Change, Savings, TurnDetail, total
 from .access import Viewer
@@ -130,7 +131,7 @@ def _turns_table(session: str, turns: list[dict[str, Any]]) -> str:
     rows = []
     base = url("sessions", session, "turns")  # quoted once: thousands of rows link below it
     for turn in turns:
-        saved = None if turn["cost"] is None or turn["cost_whole"] is None else turn["cost_whole"] - turn["cost"]
+        saved = saving(turn["cost"], turn["cost_whole"])
         compaction = f'<span class="badge k-compaction">{esc(turn["compaction"])}</span>' if turn["compaction"] else ""
         number_link = link(f"{base}/{turn['n']}", turn["n"])
         rows.append(
@@ -252,7 +253,7 @@ def turn_page(row: dict[str, Any], detail: TurnDetail, viewer: Viewer) -> str:
             f'<p class="sub">{when(figures["created_at"])} · {esc(figures["route"])} · {esc(figures["model"])} · '
             f'policy {esc(figures["policy"])} · status {esc(figures["status"])}'
             f'{" · " + esc(figures["note"]) if figures["note"] else ""}</p><p class="steps">{steps}</p>')
-    saved = None if figures["cost"] is None or figures["cost_whole"] is None else figures["cost_whole"] - figures["cost"]
+    saved = saving(figures["cost"], figures["cost_whole"])
     cards = _cards([
         ("Tokens", f'{number(figures["tokens_original"])} → {number(figures["tokens_sent"])}',
          f'sent {share(figures["tokens_sent"], figures["tokens_original"])} of the agent\'s request'),
