@@ -82,10 +82,11 @@ class Workset:
         return task
 
 
-def create_app(config: Config, policies: dict[str, Policy], store_path: str | Path) -> Starlette:
+def create_app(config: Config, policies: dict[str, Policy], store_location: str | Path | None = None) -> Starlette:
     configure(config.logging.level)
     counter = TokenCounter(config.tokens.encoding, exact_chars=config.tokens.exact_chars)
-    store = open_store(store_path)
+    location = str(store_location or config.store.location)
+    store = open_store(location, config.store)
     # forked first, while this process has one thread
     extractor = ProcessExtractor(config.ingest.extract_processes, config.ingest.extract_nice) \
         if config.ingest.extract_processes else InlineExtractor()
@@ -99,7 +100,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_path: str | Pa
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        log.info("started", store=str(store_path), policy=config.policy, models=[d.model_name for d in config.model_list])
+        log.info("started", store=location if not store.shared else "postgresql",  policy=config.policy, models=[d.model_name for d in config.model_list])
         retention = start_retention(engine, config.store.retention_days)
         try:
             yield

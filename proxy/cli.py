@@ -49,8 +49,7 @@ def serve(args: argparse.Namespace) -> int:
         overrides["server.host"] = args.host
     if args.port is not None:
         overrides["server.port"] = args.port
-    if args.store:
-        overrides["store.path"] = args.store
+    overrides.update(_store_override(args.store))
     config, policies = load_settings(args.config, overrides, args.policy)
 
     import uvicorn
@@ -58,7 +57,7 @@ def serve(args: argparse.Namespace) -> int:
     from .app import create_app
     from .httpserver import http_protocol
 
-    app = create_app(config, policies, config.store.path)
+    app = create_app(config, policies)
     tune_collector(config.server.gc_young_threshold)
     uvicorn.run(app, host=config.server.host, port=config.server.port, log_level="warning", access_log=False,
                 timeout_graceful_shutdown=5, http=http_protocol())
@@ -233,12 +232,12 @@ def _print_inspection(row: dict[str, Any], branch: Any, policy: Policy, prepared
 def migrate(args: argparse.Namespace) -> int:
     """Create or upgrade the store's schema and exit (workset serve does it too, at start-up): for an operator who
     upgrades before starting the new version."""
-    from .store import SCHEMA_VERSION
+    from .sqlstore import SCHEMA_VERSION
 
-    path = Path(load_config(*_admin_config(args))[0].store.path)
-    with _open_store(path):
+    settings = load_config(*_admin_config(args))[0].store
+    with _open_store(settings.location, settings):
         pass
-    print(f"store {path}: schema {SCHEMA_VERSION}")
+    print(f"store {_shown(settings.location)}: schema {SCHEMA_VERSION}")
     return 0
 
 
@@ -255,26 +254,41 @@ def show_ref(args: argparse.Namespace) -> int:
 
 def _admin_config(args: argparse.Namespace) -> tuple[str | None, dict[str, object]]:
     """The config file (default: ./config.yaml when present) and the --store override."""
-    return args.config or ("config.yaml" if Path("config.yaml").is_file() else None), (
-        {"store.path": args.store} if args.store else {})
+    return args.config or ("config.yaml" if Path("config.yaml").is_file() else None), _store_override(args.store)
 
 
-def _store_path(args: argparse.Namespace) -> Path:
-    """--store, else store.path; it must exist: admin commands never create a store."""
-    path = Path(load_config(*_admin_config(args))[0].store.path)
-    if not path.is_file():
-        raise CommandError(f"no store at {path} (give --store PATH or --config)")
-    return path
+def _store_override(store: str | None) -> dict[str, object]:
+    """--store: a postgresql:// URL (store.url), or a SQLite file (store.path, and no URL)."""
+    from .storage import is_database_url
+
+    if not store:
+        return {}
+    return {"store.url": store} if is_database_url(store) else {"store.path": store, "store.url": ""}
+
+
+def _shown(location: str) -> str:
+    """A store's location for a message: a URL without its password."""
+    from .storage import is_database_url
+
+    return location.split("@")[-1] if is_database_url(location) else location
+
+
+def _store_path(args: argparse.Namespace) -> str:
+    """--store, else store.url or store.path; a SQLite file must exist: admin commands never create a store."""
+    settings = load_config(*_admin_config(args))[0].store
+    if not settings.url and not Path(settings.path).is_file():
+        raise CommandError(f"no store at {settings.path} (give --store PATH or URL, or --config)")
+    return settings.location
 
 
 @contextmanager
-def _open_store(path: Path) -> Iterator[Any]:
+def _open_store(location: str | Path, settings: Any = None) -> Iterator[Any]:
     from .storage import open_store
 
     try:
-        store = open_store(path)
+        store = open_store(location, settings)
     except (sqlite3.Error, RuntimeError) as error:
-        raise CommandError(f"cannot open the store {path}: {error}") from error
+        raise CommandError(f"cannot open the store {_shown(str(location))}: {error}") from error
     try:
         yield store
     finally:
@@ -282,9 +296,15 @@ def _open_store(path: Path) -> Iterator[Any]:
 
 
 @contextmanager
-def _store_copy(path: Path) -> Iterator[Any]:
+def _store_copy(location: str) -> Iterator[Any]:
     """A private copy of the store (SQLite's online backup, consistent even while workset writes), so that what
     inspect runs (ingest, compaction checkpoints) never writes to the real one."""
+    from .storage import is_database_url
+
+    if is_database_url(location):
+        raise CommandError("workset inspect works on a copy of a SQLite store; a PostgreSQL store is not copied "
+                           "(use workset show-turn, or the dashboard at /ui)")
+    path = Path(location)
     with tempfile.TemporaryDirectory(prefix="workset-inspect-") as folder:
         copy = Path(folder) / "store.db"
         try:
@@ -348,7 +368,7 @@ def _since(text: str) -> float:
 def _admin_parser(commands: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     parser = commands.add_parser(name, help=help_text)
     parser.add_argument("--config", help="config file (default: config.yaml when present)")
-    parser.add_argument("--store", help="SQLite file of the store (overrides store.path)")
+    parser.add_argument("--store", help="the store: a SQLite file (overrides store.path) or a postgresql:// URL (store.url)")
     return parser
 
 
@@ -360,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--host", help="address to listen on (overrides server.host)")
     run.add_argument("--port", type=int, help="port to listen on (overrides server.port)")
     run.add_argument("--policy", help="default policy: a preset name or a YAML path (overrides policy)")
-    run.add_argument("--store", help="SQLite file of the store (overrides store.path)")
+    run.add_argument("--store", help="the store: a SQLite file (overrides store.path) or a postgresql:// URL (store.url)")
     run.set_defaults(handler=serve)
     from .evaluate.command import add_parser as add_eval
 

@@ -76,8 +76,26 @@ class UpstreamSettings:
 
 @dataclass(frozen=True)
 class StoreSettings:
-    path: str = setting(".workset/workset.db", "SQLite file of the sidecar store (created if missing)")
+    path: str = setting(".workset/workset.db", "SQLite file of the sidecar store (created if missing), when url is empty")
+    url: str = setting(
+        "", "PostgreSQL store shared by workset replicas (postgresql://user@host:5432/db; its tables go in the first "
+            "schema of the search path, created if missing); empty: the SQLite file at path")
     retention_days: float = setting(30.0, "sessions not updated for this many days are deleted whole", min=0.001)
+    pool_size: int = setting(24, "PostgreSQL: pooled connections per replica (requests hold one while they build)",
+                             min=2)
+    timeout_s: float = setting(
+        2.0, "PostgreSQL: longest wait for a connection or a statement; then the request goes out as sent", min=0.1)
+    retry_s: float = setting(
+        5.0, "PostgreSQL: after the database failed to answer, how long requests go out as sent before it is tried "
+             "again", min=0.1)
+    lock_timeout_s: float = setting(
+        30.0, "PostgreSQL: longest wait for another replica to finish building a request of the same conversation",
+        min=0.1)
+
+    @property
+    def location(self) -> str:
+        """Where the store is: the PostgreSQL URL, else the SQLite file."""
+        return self.url or self.path
 
 
 @dataclass(frozen=True)

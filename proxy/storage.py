@@ -9,10 +9,12 @@ Writes are queued: a backend may apply them after the call returns (requests nev
 from __future__ import annotations
 
 from collections.abc import Collection
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
+from .config import StoreSettings
 from .records import Action, Fact
 
 
@@ -86,6 +88,11 @@ class NewMessage:
 class Store(Protocol):
     """What the core needs of the sidecar store."""
 
+    # Whether other processes share this store (workset replicas): then a session's state held in memory is
+    # checked against the store before a request builds on it, and a session's writes are made durable before the
+    # answer that follows them goes back (its next request may come to another replica).
+    shared: bool
+
     # --- lifecycle ------------------------------------------------------------------------------------------------
     def migrate(self) -> None:
         """Create or upgrade the schema (at start-up, before any other use)."""
@@ -101,6 +108,12 @@ class Store(Protocol):
 
     def size_bytes(self) -> int:
         """The store's size on disk, 0 when unknown (a gauge)."""
+
+    def available(self) -> bool:
+        """Whether the store answers now; False while it is cut off (then requests go out as sent)."""
+
+    def exclusive(self, name: str) -> AbstractContextManager[None]:
+        """Held by one process at a time among those sharing the store, until the block ends."""
 
     # --- sessions -------------------------------------------------------------------------------------------------
     def create_session(self, session_id: str, key_hash: str, explicit_id: str | None, model: str, policy: str,
@@ -152,6 +165,9 @@ class Store(Protocol):
 
     def epoch_at(self, session_id: str, node: str) -> dict[str, Any] | None: ...
 
+    def session_version(self, session_id: str) -> int:
+        """Bumped by each compaction of the session."""
+
     def checkpoints(self, session_id: str) -> list[dict[str, Any]]: ...
 
     # --- evidence and recall ----------------------------------------------------------------------------------------
@@ -182,8 +198,17 @@ class Store(Protocol):
     def turn_totals(self, key_hash: str | None = None, since: float = 0.0, limit: int = 100) -> list[dict[str, Any]]: ...
 
 
-def open_store(location: str | Path) -> Store:
-    """The store at `location`: a SQLite file path (the embedded default), or ":memory:"."""
+def open_store(location: str | Path, settings: StoreSettings | None = None) -> Store:
+    """The store at `location`: a postgresql:// URL (replicas share it), else a SQLite file path (the embedded
+    default) or ":memory:"."""
+    if is_database_url(str(location)):
+        from .pgstore import PostgresStore
+
+        return PostgresStore(str(location), settings or StoreSettings())
     from .store import SqliteStore
 
     return SqliteStore(location)
+
+
+def is_database_url(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://"))

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fakeupstream import FakeUpstream  # noqa: E402
 from servers import ServerThread  # noqa: E402
+from stores import drop_test_schemas, store_location, store_settings  # noqa: E402
 
 from proxy.app import create_app  # noqa: E402
 from proxy.cli import load_settings  # noqa: E402
@@ -40,7 +41,7 @@ def _fresh_fake(request: pytest.FixtureRequest) -> None:
 class Proxy:
     url: str
     app: Any
-    store_path: Path
+    store: str  # where its store is: a SQLite file, or a PostgreSQL URL (see tests/stores.py)
     config_path: Path
     server: ServerThread | None = None
 
@@ -83,7 +84,7 @@ def write_config(folder: Path, upstream_url: str, **extra: Any) -> Path:
         "policies_dir": str(REPO / "policies"),
         "policy": "default",
         "policy_by_model": {"small-*": str(small)},
-        "store": {"path": str(folder / "store.db")},
+        "store": store_settings(store_location(folder / "store.db")),
         "upstream": {"timeout_s": 5, "connect_timeout_s": 2},
         # what tests check must not depend on how busy the machine is: the cap itself is tested on its own
         "ingest": {"extract_ms": 5000},
@@ -105,11 +106,11 @@ def start_proxy(tmp_path: Path, fake: FakeUpstream) -> Iterator[Any]:
         folder.mkdir()
         config_path = write_config(folder, upstream_url or fake.url, **extra)  # type: ignore[attr-defined]
         config, policies = load_settings(str(config_path))
-        app = create_app(config, policies, config.store.path)
+        app = create_app(config, policies)
         server = ServerThread(app)
         started.append(server)
         server.start()
-        return Proxy(server.url, app, Path(config.store.path), config_path, server)
+        return Proxy(server.url, app, config.store.location, config_path, server)
 
     yield start
     for server in started:
@@ -122,3 +123,7 @@ def proxy(start_proxy: Any) -> Proxy:
 
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    drop_test_schemas()

@@ -156,7 +156,7 @@ def test_accounting_on_a_replayed_trace_matches_workset_eval(start_proxy: Any, f
 
     config, policies = load_settings(str(proxy.config_path))
     from proxy.storage import open_store
-    store = open_store(proxy.store_path)
+    store = open_store(proxy.store)
     try:
         rows = savings(store, key_hash("sk-account"))
     finally:

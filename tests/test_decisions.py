@@ -37,7 +37,7 @@ def test_every_request_s_record_reads_back_into_what_the_provider_received(start
     session = responses[-1].headers["x-workset-session"]
     received = [request.body for request in fake.chat_requests()]
     proxy.stop()
-    store = open_store(proxy.store_path)
+    store = open_store(proxy.store)
     try:
         turns = session_turns(store, session)
         assert [turn["n"] for turn in turns] == list(range(1, 19))
@@ -96,7 +96,7 @@ def test_cli_stats_and_show_turn_tell_the_savings_and_one_turn_s_changes(start_p
     proxy = start_proxy(prices={"small-*": {"input": 2.0, "cached_input": 0.2, "output": 8.0}})
     session = drive(proxy, range(1, 16))[-1].headers["x-workset-session"]
     proxy.stop()
-    store = ["--store", str(proxy.store_path)]
+    store = ["--store", proxy.store]
     assert main(["stats", *store]) == 0
     table = capsys.readouterr().out
     line = next(text for text in table.splitlines() if text.startswith(session))

@@ -170,7 +170,7 @@ def test_store_deletes_old_sessions_with_everything_they_own(proxy, fake) -> Non
     old = drive(proxy, range(1, 16), word="zebra")[-1].headers["x-workset-session"]
     recent = drive(proxy, range(1, 16), word="yak", task="Port the lexer. Never use regex.")[-1].headers["x-workset-session"]
     proxy.flush()
-    db, store = proxy.store_path, proxy.engine.store
+    db, store = Path(proxy.store), proxy.engine.store
     for session in (old, recent):
         for table in ("messages", "facts", "actions", "evidence", "checkpoints"):
             assert count(db, table, session), (table, session)
@@ -271,7 +271,7 @@ def test_cli_lists_inspects_and_shows(proxy, fake, tmp_path) -> None:
     assert len(re.findall(r"^\[\d+\] ", out, re.M)) == len(forwarded)
 
     ref = REF.search(json.dumps(forwarded)).group(1)  # type: ignore[union-attr]
-    shown = workset("show", ref, "--store", str(proxy.store_path))
+    shown = workset("show", ref, "--store", proxy.store)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.rstrip("\n") == proxy.engine.store.evidence_by_ref(ref)["content"]
 
@@ -279,13 +279,13 @@ def test_cli_lists_inspects_and_shows(proxy, fake, tmp_path) -> None:
 def test_cli_inspect_never_writes_the_store(proxy, fake, tmp_path) -> None:
     session = drive(proxy, range(1, 16), tools=False)[-1].headers["x-workset-session"]
     proxy.flush()
-    before = rows(proxy.store_path)
+    before = rows(Path(proxy.store))
     tiny = tmp_path / "tiny.yaml"  # a budget this small compacts the next call: a checkpoint, on the copy only
     tiny.write_text(json.dumps({"name": "tiny", "recent_turns": 2, "budget": {"max_input_tokens": 1000}}))
     inspected = workset("inspect", session, "--config", str(proxy.config_path), "--policy", str(tiny))
     assert inspected.returncode == 0, inspected.stderr
     assert "policy tiny" in inspected.stdout and "this call compacts" in inspected.stdout
-    assert rows(proxy.store_path) == before
+    assert rows(Path(proxy.store)) == before
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -305,7 +305,7 @@ def test_cli_bad_input_exits_2_with_one_line(proxy, fake, args: tuple[str, ...],
 def test_cli_without_a_store_exits_2(tmp_path) -> None:
     result = workset("sessions", "--store", str(tmp_path / "missing.db"))
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
-        f"workset: no store at {tmp_path / 'missing.db'} (give --store PATH or --config)"]
+        f"workset: no store at {tmp_path / 'missing.db'} (give --store PATH or URL, or --config)"]
     assert not (tmp_path / "missing.db").exists()
 
 

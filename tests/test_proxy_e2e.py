@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -144,7 +145,8 @@ def test_sessions_belong_to_the_callers_key(proxy, fake) -> None:
     assert one.headers["x-workset-session"] != two.headers["x-workset-session"]
     proxy.flush()
     assert len(proxy.engine.store.sessions()) == 2
-    store_bytes = proxy.store_path.read_bytes() + proxy.store_path.with_name("store.db-wal").read_bytes()
+    db = Path(proxy.store)
+    store_bytes = db.read_bytes() + db.with_name("store.db-wal").read_bytes()
     assert b"sk-one" not in store_bytes and b"sk-two" not in store_bytes
 
 

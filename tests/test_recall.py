@@ -393,7 +393,7 @@ def test_a_recall_answer_waiting_for_the_next_request_survives_a_restart(start_p
     client.chat.completions.create(model="small-test", messages=messages, tools=TOOLS,
                                    extra_headers={"x-workset-session": "recall-r"})
     proxy.stop()
-    restarted = start_proxy(store={"path": str(proxy.store_path)})
+    restarted = start_proxy(store=store_settings(proxy.store))
     follow = messages + [{"role": "assistant", "content": None, "tool_calls": [
         {"id": "own_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
         {"role": "tool", "tool_call_id": "own_1", "content": "part0.txt"}]

@@ -1,0 +1,307 @@
+"""The sidecar store on PostgreSQL (proxy.storage.Store), for workset replicas that share one database: psycopg 3
+with a connection pool, the schema migrated at start-up under an advisory lock, full-text search over a generated
+`tsvector` (websearch_to_tsquery, ts_rank_cd), advisory locks for what one replica at a time may do.
+
+The queries are proxy.sqlstore's. When the database is cut off or slow, a read fails within `store.timeout_s`,
+the store says so (`available()`: /healthz reports degraded), and for `store.retry_s` every call fails at once
+instead of waiting again: requests go out as the agent sent them (fail open) and catch up once it is back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Sequence
+
+import psycopg
+from psycopg import errors
+from psycopg_pool import ConnectionPool
+
+from .config import StoreSettings
+from .logs import get_logger
+from .sqlstore import SCHEMA_VERSION, SqlStore, marks
+from .storage import Scope
+from .writequeue import WriteQueue
+
+_SHORT = "text COLLATE \"C\""  # ids, hashes and refs: compared byte by byte (ranges on hashes, like SQLite)
+
+# (schema version, statements): a store at an older version runs the statements of every later entry, in one
+# transaction. PostgreSQL support began at SQLite's schema 10, so its first entry creates that schema whole.
+_MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(10, (
+    "CREATE TABLE IF NOT EXISTS sessions (id {s} PRIMARY KEY, key_hash {s} NOT NULL, explicit_id text,"
+    " created_at double precision, updated_at double precision, model text, policy text, messages bigint,"
+    " forked_from {s}, client_id text, parent_id {s}, version bigint NOT NULL DEFAULT 0)",
+    "CREATE INDEX IF NOT EXISTS sessions_key_explicit ON sessions (key_hash, explicit_id)",
+    "CREATE INDEX IF NOT EXISTS sessions_key_updated ON sessions (key_hash, updated_at)",
+    "CREATE TABLE IF NOT EXISTS messages (hash {s} PRIMARY KEY, seq bigserial, session_id {s} NOT NULL, parent {s},"
+    " depth bigint NOT NULL, role text NOT NULL, body text NOT NULL, tokens bigint, ref {s}, tool text, gist text,"
+    " outcome text, created_at double precision, names text)",
+    "CREATE INDEX IF NOT EXISTS messages_session_depth ON messages (session_id, depth)",
+    "CREATE INDEX IF NOT EXISTS messages_session_ref ON messages (session_id, ref)",
+    "CREATE INDEX IF NOT EXISTS messages_parent ON messages (parent)",
+    # values and arguments may be long: their unique keys hold digests (a B-tree entry must stay under 2.7 KB)
+    "CREATE TABLE IF NOT EXISTS facts (id bigserial PRIMARY KEY, session_id {s} NOT NULL, node {s} NOT NULL,"
+    " turn bigint, kind text NOT NULL, key text NOT NULL, value text, evidence_ref text, supersedes text,"
+    " superseded bigint DEFAULT 0, source text)",
+    "CREATE INDEX IF NOT EXISTS facts_session_node ON facts (session_id, node)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS facts_yield ON facts (session_id, node, kind, md5(key), md5(value))",
+    "CREATE TABLE IF NOT EXISTS actions (id bigserial PRIMARY KEY, session_id {s} NOT NULL, node {s} NOT NULL,"
+    " turn bigint, tool text, arguments text, outcome text, gist text, call_id text, evidence_ref text)",
+    "CREATE INDEX IF NOT EXISTS actions_session_node ON actions (session_id, node)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS actions_yield ON actions (session_id, node, call_id, tool, md5(arguments))",
+    # The index reads the first 256 KB of each content: a tsvector must stay under 1 MB.
+    "CREATE TABLE IF NOT EXISTS evidence (id bigserial PRIMARY KEY, session_id {s} NOT NULL, ref {s} NOT NULL,"
+    " node {s}, role text, tool text, content text NOT NULL, tokens bigint,"
+    " tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', left(coalesce(tool, '') || ' ' || content, 262144)))"
+    " STORED)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS evidence_session_ref ON evidence (session_id, ref)",
+    "CREATE INDEX IF NOT EXISTS evidence_tsv ON evidence USING gin (tsv)",
+    "CREATE TABLE IF NOT EXISTS checkpoints (id bigserial PRIMARY KEY, session_id {s} NOT NULL, node {s} NOT NULL,"
+    " depth bigint, created_at double precision, reason text, tokens_before bigint, tokens_after bigint,"
+    " epoch text NOT NULL, state text)",
+    "CREATE INDEX IF NOT EXISTS checkpoints_session_node ON checkpoints (session_id, node)",
+    "CREATE TABLE IF NOT EXISTS folds (session_id {s} PRIMARY KEY, node {s} NOT NULL, depth bigint NOT NULL,"
+    " data text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS turns (id bigserial PRIMARY KEY, session_id {s} NOT NULL, n bigint NOT NULL,"
+    " created_at double precision, route text, model text, policy text, messages bigint, tip text,"
+    " tokens_original bigint, tokens_sent bigint, input_tokens bigint, cached_tokens bigint, cache_write_tokens bigint,"
+    " output_tokens bigint, reported bigint, whole_tokens bigint, whole_cached_tokens bigint,"
+    " whole_write_tokens bigint, cost double precision, cost_whole double precision, compaction text,"
+    " recall_rounds bigint, status bigint, workset_ms double precision, latency_ms double precision, note text,"
+    " record text)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS turns_session_n ON turns (session_id, n)",
+    "CREATE INDEX IF NOT EXISTS turns_created ON turns (created_at)",
+    "CREATE TABLE IF NOT EXISTS shown (session_id {s} NOT NULL, hash {s} NOT NULL, body text NOT NULL,"
+    " PRIMARY KEY (session_id, hash))",
+    "CREATE TABLE IF NOT EXISTS pending_recall (id bigserial PRIMARY KEY, session_id {s} NOT NULL, text text NOT NULL,"
+    " created_at double precision)",
+    "CREATE INDEX IF NOT EXISTS pending_recall_session ON pending_recall (session_id)",
+))]
+
+
+class StoreUnavailable(ConnectionError):
+    """The database did not answer (cut off, down, or slower than store.timeout_s)."""
+
+
+class PostgresStore(SqlStore):
+    """The store in a PostgreSQL database (its first schema on the search path), shared by every replica."""
+
+    CROSS_JOIN = "JOIN"
+    NEWEST = "m.seq"
+    JSON_LIST = "json_array_elements_text(CAST(? AS json))"
+    CALL_ID = "(CAST(m.body AS json) ->> 'tool_call_id')"
+    CONTAINS = "strpos(lower(content), ?) > 0"
+    shared = True
+
+    def __init__(self, url: str, settings: StoreSettings = StoreSettings()) -> None:
+        self.url = url
+        self.settings = settings
+        self._down_until = 0.0  # while the clock is before it, calls fail at once (the database just failed)
+        self._down_why = ""
+        self._state_lock = threading.Lock()
+        self._pool = ConnectionPool(url, min_size=1, max_size=settings.pool_size, timeout=settings.timeout_s,
+                                    open=False, configure=self._configure, name="workset-store",
+                                    kwargs={"autocommit": True, "connect_timeout": max(1, round(settings.timeout_s))})
+        try:
+            self._pool.open(wait=True, timeout=max(settings.timeout_s, 5.0))
+        except Exception as error:
+            self._pool.close()
+            raise RuntimeError(f"cannot reach the store at {_safe(url)}: {error}") from error
+        self.migrate()
+        self._writer: psycopg.Connection[Any] | None = None  # the writer thread's own
+        super().__init__(WriteQueue(self._writer_connection, retryable=_lost_race))
+
+    # --- connections and outages ------------------------------------------------------------------------------
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Every connection: a slow statement or lock wait fails instead of holding the request."""
+        conn.execute(f"SET statement_timeout = {int(self.settings.timeout_s * 1000)}")
+        conn.execute(f"SET lock_timeout = {int(self.settings.lock_timeout_s * 1000)}")
+
+    def available(self) -> bool:
+        """Whether the database answers; while it is marked down, tried again once its retry time is past."""
+        if not self._down_until:
+            return True
+        if time.monotonic() < self._down_until:
+            return False
+        try:
+            self._fetch("SELECT 1", ())
+        except StoreUnavailable:
+            return False
+        return True
+
+    def status(self) -> str:
+        """Why the store is degraded ("" when it is not)."""
+        return self._down_why if self._down_until else ""
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection, failing at once while the database is marked down."""
+        if self._down_until and time.monotonic() < self._down_until:
+            raise StoreUnavailable(f"store unavailable ({self._down_why}); retried in "
+                                   f"{self._down_until - time.monotonic():.1f} s")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, errors.QueryCanceled, OSError) as error:
+            self._went_down(error)
+            raise StoreUnavailable(f"store unavailable: {error}") from error
+        except Exception as error:
+            if error.__class__.__name__ == "PoolTimeout":
+                self._went_down(error)
+                raise StoreUnavailable(f"store unavailable: {error}") from error
+            raise
+        else:
+            self._came_back()
+
+    def _went_down(self, error: BaseException) -> None:
+        with self._state_lock:
+            first = not self._down_until
+            self._down_until = time.monotonic() + self.settings.retry_s
+            self._down_why = f"{error.__class__.__name__}: {str(error).strip()[:200]}"
+        if first:
+            get_logger().error("store_degraded", store=_safe(self.url), error=self._down_why,
+                               retry_s=self.settings.retry_s,
+                               note="requests go out as sent until the store answers again")
+
+    def _came_back(self) -> None:
+        if not self._down_until:
+            return
+        with self._state_lock:
+            if not self._down_until:
+                return
+            self._down_until, why = 0.0, self._down_why
+        get_logger().info("store_recovered", store=_safe(self.url), was=why)
+        self._pool.check()  # connections that died meanwhile are replaced, not handed out
+
+    def _writer_connection(self) -> psycopg.Connection[Any]:
+        """The writer thread's connection, made again after it broke."""
+        if self._down_until and time.monotonic() < self._down_until:
+            raise StoreUnavailable(f"store unavailable ({self._down_why})")
+        if self._writer is None or self._writer.closed or self._writer.broken:
+            try:
+                self._writer = psycopg.connect(self.url, autocommit=True,
+                                               connect_timeout=max(1, round(self.settings.timeout_s)))
+                self._configure(self._writer)
+            except psycopg.OperationalError as error:
+                self._writer = None
+                self._went_down(error)
+                raise StoreUnavailable(f"store unavailable: {error}") from error
+        return self._writer
+
+    # --- schema -------------------------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema in one transaction, one replica at a time (the others wait, then find it
+        done)."""
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('workset:migrate', 0))")
+            schema = _first_schema(str(conn.execute("SHOW search_path").fetchone()[0]))  # type: ignore[index]
+            if schema:
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text)")
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(f"store {_safe(self.url)} has schema {version}, newer than this workset "
+                                   f"({SCHEMA_VERSION})")
+            for number, statements in _MIGRATIONS:
+                if number > version:
+                    for statement in statements:
+                        conn.execute(statement.format(s=_SHORT))
+                    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', %s) ON CONFLICT (key)"
+                                 " DO UPDATE SET value = excluded.value", (str(number),))
+
+    def close(self) -> None:
+        self.queue.close()
+        if self._writer is not None:
+            self._writer.close()
+        self._pool.close()
+
+    # --- what SqlStore asks of a backend ------------------------------------------------------------------
+
+    def _fetch(self, query: str, params: Sequence[Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+        with self._connection() as conn:
+            cursor = conn.execute(_placeholders(query), params)
+            return [column.name for column in cursor.description or ()], cursor.fetchall()
+
+    def _exec(self, query: str, params: Sequence[Any] = ()) -> int:
+        assert self._writer is not None  # inside the writer's transaction
+        return self._writer.execute(_placeholders(query), params).rowcount
+
+    def _exec_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        assert self._writer is not None
+        if rows:
+            with self._writer.cursor() as cursor:
+                cursor.executemany(_placeholders(query), rows)
+
+    def _exec_rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        assert self._writer is not None
+        return self._writer.execute(_placeholders(query), params).fetchall()
+
+    def _matches(self, scope: Scope, words: list[str], on_path: str, path_args: tuple[str, ...],
+                 limit: int) -> list[dict[str, Any]]:
+        """Ranked by ts_rank_cd over the English configuration (stemmed, as SQLite's porter tokenizer is)."""
+        return self._rows(
+            "SELECT e.ref, e.tool, e.role, e.content, ts_rank_cd(e.tsv, q) AS rank"
+            " FROM evidence e, websearch_to_tsquery('english', ?) q"
+            f" WHERE e.tsv @@ q AND e.session_id IN ({marks(len(scope.sessions))})"
+            + on_path.format(node="e.node") + " ORDER BY rank DESC, e.id LIMIT ?",
+            (" or ".join(f'"{word}"' for word in words), *path_args, limit))
+
+    def _number_turns(self, session_id: str) -> None:
+        """Replicas number a session's turns in turn: the lock lasts until the writer's transaction ends."""
+        self._exec("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", ("workset:turns:" + session_id,))
+
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """A session-level advisory lock on a pooled connection: released when the block ends, or by the server
+        when the replica holding it dies (its connection closes)."""
+        key = "workset:" + name
+        with self._connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+
+    def size_bytes(self) -> int:
+        """Tables and indexes of the store's schema (0 while the database does not answer)."""
+        try:
+            rows = self._fetch("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN"
+                               " pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema()"
+                               " AND c.relkind = 'r'", ())[1]
+        except StoreUnavailable:
+            return 0
+        return int(rows[0][0])
+
+
+def _placeholders(query: str) -> str:
+    """The shared queries' `?` placeholders as psycopg's `%s` (a literal % doubled)."""
+    return query.replace("%", "%%").replace("?", "%s")
+
+
+def _lost_race(error: BaseException) -> bool:
+    """A write that another replica's transaction made fail, which succeeds when tried again."""
+    return isinstance(error, (errors.DeadlockDetected, errors.SerializationFailure, errors.LockNotAvailable))
+
+
+def _first_schema(search_path: str) -> str:
+    """The schema the store's tables go in: the first of the search path, but "$user"."""
+    for name in search_path.split(","):
+        name = name.strip().strip('"')
+        if name and name != "$user":
+            return name
+    return ""
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for logs and errors."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "(unparsable store URL)"
+    info.pop("password", None)
+    return " ".join(f"{key}={value}" for key, value in info.items())

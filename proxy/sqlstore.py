@@ -1,0 +1,544 @@
+"""What the store's SQL backends share (proxy.store: SQLite; proxy.pgstore: PostgreSQL): every query of the Store
+protocol, written once with `?` placeholders and the few fragments a dialect spells its own way, over the write
+queue (proxy.writequeue). A backend supplies its connections, its schema and its full-text search.
+
+Tables: sessions, messages (the conversation tree, one row per node), facts (the key-facts ledger), actions,
+evidence (full contents under a stable ref, full-text indexed), checkpoints (one per compaction), folds, turns and
+shown (decision records), pending_recall. Nothing is deleted when it leaves the working set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Callable, Iterable, Sequence
+
+import orjson
+
+from .jsonbytes import encode_json
+from .passages import has_cjk, query_words
+from .records import Action, Fact
+from .storage import Answer, NewMessage, NodeRow, Scope, StoredTurn
+from .writequeue import WriteQueue
+
+SCHEMA_VERSION = 10
+IN_CHUNK = 500  # host parameters per IN (...) query
+
+# what identifies a fact or an action a message yielded (the unique keys of ingest)
+UNIQUE_YIELDS = {"facts": ("session_id", "node", "kind", "key", "value"),
+                 "actions": ("session_id", "node", "call_id", "tool", "arguments")}
+
+# a turn's counts summed per session (integers in every dialect)
+SUMMED_COUNTS = ("tokens_original", "tokens_sent", "input_tokens", "cached_tokens", "cache_write_tokens", "whole_tokens",
+                 "whole_cached_tokens", "reported")
+
+# the tables that hold a session's rows, deleted with it
+SESSION_TABLES = ("messages", "facts", "actions", "evidence", "checkpoints", "folds", "turns", "shown", "pending_recall")
+
+
+class SqlStore:
+    """All reads and writes of the sidecar store. Writes of one request happen in one transaction."""
+
+    # How the dialect spells what SQL does not fix (SQLite's spellings; a backend overrides them):
+    CROSS_JOIN = "CROSS JOIN"  # a join the planner must keep in the written order (SQLite without statistics)
+    NEWEST = "m.rowid"  # a message row's insertion order
+    JSON_LIST = "json_each(?)"  # the rows (column `value`) of a JSON array given as text
+    CALL_ID = "json_extract(m.body, '$.tool_call_id')"  # a stored message's tool_call_id
+    CONTAINS = "instr(lower(content), ?) > 0"  # a stored content contains a lower-case word
+    # Whether other processes share this store (replicas): then a session's cached state is checked against the
+    # store before each request, and writes are made durable before the answer that follows them.
+    shared = False
+
+    def __init__(self, queue: WriteQueue) -> None:
+        self.queue = queue
+
+    # --- what a backend supplies ------------------------------------------------------------------------------
+
+    def _fetch(self, query: str, params: Sequence[Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Column names and rows of a read."""
+        raise NotImplementedError
+
+    def _exec(self, query: str, params: Sequence[Any] = ()) -> int:
+        """A statement on the writer's connection (inside its batch transaction); rows it changed."""
+        raise NotImplementedError
+
+    def _exec_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    def _exec_rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """A read on the writer's connection, inside its batch transaction."""
+        raise NotImplementedError
+
+    def _matches(self, scope: Scope, words: list[str], on_path: str, path_args: tuple[str, ...],
+                 limit: int) -> list[dict[str, Any]]:
+        """Full-text matches of any of `words` within the scope, best first (ref, tool, role, content, rank)."""
+        raise NotImplementedError
+
+    def exclusive(self, name: str) -> AbstractContextManager[None]:
+        """Held by one process at a time among those sharing the store (nothing to hold for one process)."""
+        return nullcontext()
+
+    def available(self) -> bool:
+        """Whether the store answers now (a backend behind a network may be cut off)."""
+        return True
+
+    # --- the write queue ------------------------------------------------------------------------------------
+
+    def flush(self, sessions: Collection[str] | None = None) -> None:
+        """Wait until every queued write is in the database, or only those of `sessions`."""
+        self.queue.flush(sessions)
+
+    def queued_writes(self) -> int:
+        """Writes waiting for the writer thread (a growing number: the database cannot keep up)."""
+        return self.queue.qsize()
+
+    @property
+    def failed_writes(self) -> int:
+        return self.queue.failed_writes
+
+    def _submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (),
+                nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()) -> None:
+        self.queue.submit(run, sessions, nodes)
+
+    # --- sessions -------------------------------------------------------------------------------------------
+
+    def session_by_explicit_id(self, key_hash: str, explicit_id: str) -> str | None:
+        rows = self._rows("SELECT id FROM sessions WHERE key_hash = ? AND explicit_id = ?", (key_hash, explicit_id))
+        return rows[0]["id"] if rows else None
+
+    def create_session(self, session_id: str, key_hash: str, explicit_id: str | None, model: str, policy: str,
+                       forked_from: str | None = None, client_id: str | None = None,
+                       parent_id: str | None = None) -> None:
+        now = time.time()
+
+        def write() -> None:
+            self._exec(
+                "INSERT INTO sessions (id, key_hash, explicit_id, created_at, updated_at, model, policy, messages,"
+                " forked_from, client_id, parent_id) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (session_id, key_hash, explicit_id, now, now, model, policy, forked_from, client_id, parent_id),
+            )
+
+        self._submit(write, (session_id,))
+
+    def session(self, session_id: str, key_hash: str) -> dict[str, Any] | None:
+        rows = self._rows("SELECT * FROM sessions WHERE id = ? AND key_hash = ?", (session_id, key_hash))
+        return rows[0] if rows else None
+
+    def sessions(self, key_hash: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        query = "SELECT * FROM sessions" + (" WHERE key_hash = ?" if key_hash else "") + " ORDER BY updated_at DESC LIMIT ?"
+        params: tuple[Any, ...] = (key_hash, limit) if key_hash else (limit,)
+        return self._rows(query, params)
+
+    # --- the conversation tree ------------------------------------------------------------------------------
+
+    def find_nodes(self, hashes: Sequence[str]) -> dict[str, NodeRow]:
+        """The stored nodes among `hashes`, queued ones included (the file's row wins where both are)."""
+        found = self.queue.pending.nodes(hashes)  # first: a node committed meanwhile is then in the database
+        for row in self._select_in(
+                "SELECT hash, session_id, depth, tokens, ref, tool, gist, outcome, names FROM messages WHERE hash IN ({})",
+                (), hashes):
+            found[row[0]] = NodeRow(*row[:8], row[8] or "")
+        return found
+
+    def other_child(self, parent: str, child: str) -> bool:
+        """Whether `parent` has a stored or queued child other than `child`: a conversation diverges from another
+        there."""
+        if self.queue.pending.has_child(parent, child):
+            return True
+        return bool(self._fetch("SELECT 1 FROM messages WHERE parent = ? AND hash != ? LIMIT 1", (parent, child))[1])
+
+    def record(self, scope: Scope, messages: Sequence[NewMessage], facts: Sequence[tuple[str, Fact, str | None]],
+               actions: Sequence[tuple[str, Action]], model: str, policy: str, depth: int) -> None:
+        """Queue one request's new nodes (of the scope's newest session) with their facts, actions and evidence,
+        written in one transaction. Every session of the scope counts as updated: a session others forked from
+        lives as long as they do.
+
+        facts are (node, fact, node of the fact it supersedes on this path): both stay, the older is marked."""
+        session_id = scope.sessions[-1]
+        nodes = tuple((item.hash, item.parent, NodeRow(item.hash, session_id, item.depth, item.tokens, item.ref, item.tool,
+                                                       item.gist, item.outcome, " ".join(item.names)))
+                      for item in messages)
+        self._submit(lambda: self._record(scope.sessions, messages, facts, actions, model, policy, depth),
+                     scope.sessions, nodes)
+
+    def _record(self, sessions: tuple[str, ...], messages: Sequence[NewMessage],
+                facts: Sequence[tuple[str, Fact, str | None]], actions: Sequence[tuple[str, Action]], model: str,
+                policy: str, depth: int) -> None:
+        now = time.time()
+        session_id, lineage = sessions[-1], marks(len(sessions))
+        for item in messages:
+            added = self._exec(
+                "INSERT INTO messages (hash, session_id, parent, depth, role, body, tokens, ref, tool, gist,"
+                " outcome, names, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (item.hash, session_id, item.parent, item.depth, str(item.message.get("role")),
+                 encode_json(item.message).decode(), item.tokens, item.ref, item.tool, item.gist, item.outcome,
+                 " ".join(item.names), now),
+            )
+            if added and item.evidence:
+                self._exec(
+                    "INSERT INTO evidence (session_id, ref, node, role, tool, content, tokens)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (session_id, item.ref, item.hash, str(item.message.get("role")), item.tool, item.evidence, item.tokens),
+                )
+        self._exec_many(
+            "INSERT INTO facts (session_id, node, turn, kind, key, value, evidence_ref, supersedes, superseded, source)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT DO NOTHING",
+            [(session_id, node, f.turn, f.kind, f.key, f.value, f.evidence_ref, older, f.source)
+             for node, f, older in facts],
+        )
+        self._exec_many(
+            f"UPDATE facts SET superseded = 1 WHERE session_id IN ({lineage}) AND node = ? AND kind = ? AND key = ?",
+            [(*sessions, older, f.kind, f.key) for _, f, older in facts if older is not None],
+        )
+        self._exec_many(
+            "INSERT INTO actions (session_id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [(session_id, node, a.turn, a.tool, a.arguments, a.outcome, a.gist, a.call_id, a.evidence_ref)
+             for node, a in actions],
+        )
+        self._exec(
+            "UPDATE sessions SET updated_at = ?, model = ?, policy = ?,"
+            " messages = CASE WHEN messages > ? THEN messages ELSE ? END WHERE id = ?",
+            (now, model, policy, depth, depth, session_id),
+        )
+        if len(sessions) > 1:  # the sessions it forked from live as long as it does
+            self._exec(f"UPDATE sessions SET updated_at = ? WHERE id IN ({marks(len(sessions) - 1)})",
+                         (now, *sessions[:-1]))
+
+    def path_records(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[list[tuple[str, Fact]], list[tuple[str, Action]]]:
+        """Facts and actions stored for the nodes of one path (whose nodes lie in `sessions`), with their nodes,
+        in path order."""
+        self.flush(sessions)
+        order = {digest: index for index, digest in enumerate(hashes)}
+        facts: list[tuple[int, int, str, Fact]] = []
+        actions: list[tuple[int, int, str, Action]] = []
+        lineage = marks(len(sessions))
+        for row in self._select_in("SELECT id, node, turn, kind, key, value, evidence_ref, source FROM facts"
+                                   f" WHERE session_id IN ({lineage}) AND node IN ({{}})", tuple(sessions), hashes):
+            facts.append((order[row[1]], row[0], row[1], Fact(row[3], row[4], row[5], row[2], row[6], row[7] or "")))
+        for row in self._select_in("SELECT id, node, turn, tool, arguments, outcome, gist, call_id, evidence_ref"
+                                   f" FROM actions WHERE session_id IN ({lineage}) AND node IN ({{}})", tuple(sessions),
+                                   hashes):
+            actions.append((order[row[1]], row[0], row[1], Action(row[2], row[3], row[4], row[5], row[6], row[7], row[8])))
+        facts.sort(key=lambda item: (item[0], item[1]))
+        actions.sort(key=lambda item: (item[0], item[1]))
+        return [(node, fact) for _, _, node, fact in facts], [(node, action) for _, _, node, action in actions]
+
+    # --- checkpoints ----------------------------------------------------------------------------------------
+
+    def add_checkpoint(self, session_id: str, node: str, depth: int, reason: str, tokens_before: int,
+                       tokens_after: int, epoch: dict[str, Any], state: dict[str, Any]) -> None:
+        created = time.time()
+        row = (session_id, node, depth, created, reason, tokens_before, tokens_after,
+               encode_json(epoch).decode(), encode_json(state).decode())
+
+        def write() -> None:
+            self._exec(
+                "INSERT INTO checkpoints (session_id, node, depth, created_at, reason, tokens_before, tokens_after, epoch, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+            self._exec("UPDATE sessions SET version = version + 1 WHERE id = ?", (session_id,))
+
+        self._submit(write, (session_id,))
+
+    def save_fold(self, session_id: str, node: str, depth: int, data: Callable[[], object]) -> None:
+        """The session's folded task state through its node at `depth` (messages on the path): one per session,
+        replaced at each compaction. `data()` is encoded on the writer thread, off the request's path."""
+
+        def write() -> None:
+            self._exec("INSERT INTO folds (session_id, node, depth, data) VALUES (?, ?, ?, ?) ON CONFLICT (session_id)"
+                       " DO UPDATE SET node = excluded.node, depth = excluded.depth, data = excluded.data",
+                       (session_id, node, depth, encode_json(data()).decode()))
+
+        self._submit(write, (session_id,))
+
+    def fold_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[int, Any] | None:
+        """The deepest saved fold of these sessions whose node lies on this path: (its depth, its data)."""
+        self.flush(sessions)
+        rows = self._fetch(f"SELECT session_id, depth, node FROM folds WHERE session_id IN ({marks(len(sessions))})"
+                           " ORDER BY depth DESC", tuple(sessions))[1]
+        on_path = next(((session, depth) for session, depth, node in rows
+                        if 0 < depth <= len(hashes) and hashes[depth - 1] == node), None)
+        if on_path is None:
+            return None
+        data = self._fetch("SELECT data FROM folds WHERE session_id = ?", (on_path[0],))[1]
+        return (on_path[1], orjson.loads(data[0][0])) if data else None
+
+    def latest_checkpoint_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> dict[str, Any] | None:
+        """The deepest compaction whose tip lies on this path (whose nodes lie in `sessions`)."""
+        self.flush(sessions)
+        best: tuple[int, int, str] | None = None
+        lineage = marks(len(sessions))
+        for row in self._select_in(f"SELECT depth, id, epoch FROM checkpoints WHERE session_id IN ({lineage})"
+                                   " AND node IN ({})", tuple(sessions), hashes):
+            if best is None or (row[0], row[1]) > (best[0], best[1]):
+                best = row
+        return orjson.loads(best[2]) if best else None
+
+    def epoch_at(self, session_id: str, node: str) -> dict[str, Any] | None:
+        """The epoch of the session's newest compaction whose tip is `node`."""
+        rows = self._rows("SELECT epoch FROM checkpoints WHERE session_id = ? AND node = ? ORDER BY id DESC LIMIT 1",
+                          (session_id, node), (session_id,))
+        return orjson.loads(rows[0]["epoch"]) if rows else None
+
+    def session_version(self, session_id: str) -> int:
+        """Bumped by each compaction of the session (0 before the first)."""
+        rows = self._rows("SELECT version FROM sessions WHERE id = ?", (session_id,), (session_id,))
+        return int(rows[0]["version"] or 0) if rows else 0
+
+    def checkpoints(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT id, node, depth, created_at, reason, tokens_before, tokens_after, epoch, state FROM checkpoints"
+            " WHERE session_id = ? ORDER BY id", (session_id,), (session_id,))
+        for row in rows:
+            row["epoch"], row["state"] = orjson.loads(row["epoch"]), orjson.loads(row["state"])
+        return rows
+
+    # --- evidence -------------------------------------------------------------------------------------------
+
+    def evidence(self, scope: Scope, ref: str) -> dict[str, Any] | None:
+        """The content stored under `ref` within the scope (refs are unique within a session)."""
+        rows = self._rows(
+            f"SELECT ref, node, role, tool, content, tokens, session_id FROM evidence WHERE session_id IN"
+            f" ({marks(len(scope.sessions))}) AND ref = ?", (*scope.sessions, ref), scope.sessions)
+        return next((row for row in rows if scope.holds(row.pop("session_id"), row["node"])), None)
+
+    def turn(self, scope: Scope, node: str) -> StoredTurn | None:
+        """The assistant message at `node` (within the scope) with what answers it: the tool messages on the
+        paths below it, as deep as it made calls (parallel calls' results follow one another), or, when it made
+        none, an observation sent in the user role as its child (ingest read it as a tool output: its tool is set).
+        Branches forking below the message are all walked, newest first (a retried call's latest result is the
+        one that counts); each step is a lookup by parent, never a scan of the session. None when the node is not an
+        assistant message of the scope."""
+        self.flush(scope.sessions)
+        found = self._fetch("SELECT depth, role, body, session_id FROM messages WHERE hash = ?", (node,))[1]
+        if not found or found[0][1] != "assistant" or not scope.holds(found[0][3], node):
+            return None
+        body = found[0][2]
+        message = orjson.loads(body)
+        calls = len(message.get("tool_calls") or ()) + isinstance(message.get("function_call"), dict)
+        roles = ("tool", "function") if calls else ("user", "user")
+        rows = self._fetch(
+            "WITH RECURSIVE below(hash, depth, level) AS ("
+            " SELECT hash, depth, 0 FROM messages WHERE hash = ?"
+            f" UNION ALL SELECT m.hash, m.depth, below.level + 1 FROM below {self.CROSS_JOIN} messages m"
+            " ON m.parent = below.hash WHERE below.level < ? AND m.role IN (?, ?) AND m.tool != '')"
+            f" SELECT m.ref, m.role, m.tool, {self.CALL_ID}, e.content, m.hash, m.session_id"
+            f" FROM below {self.CROSS_JOIN} messages m ON m.hash = below.hash"
+            " LEFT JOIN evidence e ON e.session_id = m.session_id AND e.ref = m.ref"
+            f" WHERE below.level > 0 ORDER BY {self.NEWEST} DESC",
+            (node, max(1, calls), *roles),
+        )[1]
+        answers = tuple(Answer(ref, role, tool, str(call_id or ""), content or "")
+                        for ref, role, tool, call_id, content, below, session in rows if scope.holds(session, below))
+        return StoredTurn(message, answers)
+
+    def search_evidence(self, scope: Scope, query: str, limit: int = 5, fresh: bool = True) -> list[dict[str, Any]]:
+        """Best full-text matches (BM25) within the scope: its sessions, and for an implicit session only what its
+        own conversation stored; fresh=False skips waiting for queued writes.
+
+        The full-text index splits words at spaces, so a CJK word inside a run of CJK text is not one of its
+        words: such words are also looked for as substrings, in this session's content only."""
+        if fresh:
+            self.flush(scope.sessions)
+        words = query_words(query.replace('"', " "))
+        if not words:
+            return []
+        # Only the request's own conversation, when given: filtered in SQL, so that another conversation's better
+        # matches cannot crowd its own out of the limit.
+        path = scope.path
+        on_path = f" AND {{node}} IN (SELECT value FROM {self.JSON_LIST})" if path is not None else ""
+        path_args: tuple[str, ...] = (*scope.sessions, *((orjson.dumps(list(path)).decode(),) if path is not None else ()))
+        hits = self._matches(scope, words, on_path, path_args, limit)
+        cjk = [word for word in words if has_cjk(word)]
+        if cjk and len(hits) < limit:
+            found = {hit["ref"] for hit in hits}
+            more = self._rows(
+                f"SELECT ref, tool, role, content FROM evidence WHERE session_id IN ({marks(len(scope.sessions))})"
+                + on_path.format(node="node") + " AND (" + " OR ".join(self.CONTAINS for _ in cjk)
+                + ") ORDER BY id DESC LIMIT ?",
+                (*path_args, *cjk, limit + len(found)), scope.sessions)
+            hits += [hit for hit in more if hit["ref"] not in found][:limit - len(hits)]
+        return hits
+
+    def facts(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM facts WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit),
+                          (session_id,))
+
+    def actions(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM actions WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit),
+                          (session_id,))
+
+    def _select_in(self, query: str, params: tuple[Any, ...], keys: Sequence[str]) -> list[tuple[Any, ...]]:
+        """Rows of `query`, whose `IN ({})` takes `keys` a chunk at a time (SQLite caps host parameters)."""
+        rows: list[tuple[Any, ...]] = []
+        for chunk in chunks(keys):
+            rows.extend(self._fetch(query.format(marks(len(chunk))), (*params, *chunk))[1])
+        return rows
+
+    def _rows(self, query: str, params: Sequence[Any], sessions: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """Rows as dicts, once the queued writes are in: those of `sessions` only, when the query reads only theirs
+        (a reader never waits behind another tenant's writes), else all."""
+        self.flush(sessions)
+        names, rows = self._fetch(query, params)
+        return [dict(zip(names, row)) for row in rows]
+
+    # --- inspection and retention -----------------------------------------------------------------------------
+
+    def find_sessions(self, ident: str, key_hash: str | None = None) -> list[dict[str, Any]]:
+        """Sessions whose internal, explicit or client id is `ident`, of one key (None: every key, for the local CLI);
+        an internal-id match first, then the most recently updated."""
+        scope = " AND key_hash = ?" if key_hash is not None else ""
+        params: tuple[Any, ...] = (ident, ident, ident) + ((key_hash,) if key_hash is not None else ()) + (ident,)
+        return self._rows(
+            f"SELECT * FROM sessions WHERE (id = ? OR explicit_id = ? OR client_id = ?){scope}"
+            " ORDER BY id = ? DESC, updated_at DESC",
+            params,
+        )
+
+    # --- recall answers for a conversation's next request ----------------------------------------------------
+
+    def add_pending_recall(self, session_id: str, texts: Sequence[str]) -> None:
+        now = time.time()
+        rows = [(session_id, text, now) for text in texts]
+
+        def write() -> None:
+            self._exec_many("INSERT INTO pending_recall (session_id, text, created_at) VALUES (?, ?, ?)", rows)
+
+        self._submit(write, (session_id,))
+
+    def take_pending_recall(self, session_id: str) -> list[str]:
+        """The session's waiting answers, oldest first, and gone from the store (a request of a conversation is
+        served by one worker at a time: its branch is claimed)."""
+        rows = self._rows("SELECT id, text FROM pending_recall WHERE session_id = ? ORDER BY id", (session_id,),
+                          (session_id,))
+        if rows:
+            ids = [row["id"] for row in rows]
+
+            def write() -> None:
+                self._exec(f"DELETE FROM pending_recall WHERE id IN ({marks(len(ids))})", ids)
+
+            self._submit(write, (session_id,))
+        return [row["text"] for row in rows]
+
+    # --- turns: decision records and accounting -------------------------------------------------------------
+
+    def add_turn(self, session_id: str, row: Callable[[], dict[str, Any]], made: dict[str, bytes]) -> None:
+        """A forwarded request's row, numbered in its session as it is written, and the messages workset wrote for it
+        that the session does not hold yet. `row()` is called on the writer thread (it may parse an answer)."""
+        shown = [(session_id, key, body.decode()) for key, body in made.items()]
+
+        def write() -> None:
+            figures = row()
+            names = ["session_id", "created_at", *figures]
+            self._number_turns(session_id)
+            self._exec(
+                f"INSERT INTO turns (n, {', '.join(names)}) SELECT coalesce(max(n), 0) + 1, {marks(len(names))}"
+                " FROM turns WHERE session_id = ?", (session_id, time.time(), *figures.values(), session_id))
+            if shown:
+                self._exec_many("INSERT INTO shown (session_id, hash, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING", shown)
+
+        self._submit(write, (session_id,))
+
+    def turns(self, session_id: str, columns: Sequence[str], first: int = 1, last: int | None = None) -> list[dict[str, Any]]:
+        """Rows of a session's forwarded requests numbered first..last, in order: only `columns` (records are
+        large; a session page of 2,000 turns reads figures only)."""
+        upper = " AND n <= ?" if last is not None else ""
+        params: tuple[Any, ...] = (session_id, first) + ((last,) if last is not None else ())
+        return self._rows(f"SELECT {', '.join(columns)} FROM turns WHERE session_id = ? AND n >= ?{upper} ORDER BY n",
+                          params, (session_id,))
+
+    def turn_count(self, session_id: str) -> int:
+        rows = self._rows("SELECT max(n) AS n FROM turns WHERE session_id = ?", (session_id,), (session_id,))
+        return int(rows[0]["n"] or 0) if rows else 0
+
+    def shown_messages(self, session_id: str, keys: Sequence[str]) -> dict[str, Any]:
+        """The messages workset wrote, by storage key (parsed)."""
+        rows = self._select_in("SELECT hash, body FROM shown WHERE session_id = ? AND hash IN ({})", (session_id,),
+                               keys)
+        return {digest: orjson.loads(body) for digest, body in rows}
+
+    def turn_totals(self, key_hash: str | None = None, since: float = 0.0, limit: int = 100) -> list[dict[str, Any]]:
+        """Per session, the sums of its requests since `since` (epoch seconds), most recently active first: the
+        savings table (of one key, or of all keys when None)."""
+        scope = " AND s.key_hash = ?" if key_hash is not None else ""
+        return self._rows(
+            "SELECT s.id, s.explicit_id, s.client_id, s.model, s.policy, s.messages, count(*) AS turns, "
+            + ", ".join(f"CAST(sum(t.{column}) AS BIGINT) AS {column}" for column in SUMMED_COUNTS) +
+            ", sum(t.cost) AS cost, sum(t.cost_whole) AS cost_whole, count(t.cost) AS priced,"
+            " sum(CASE WHEN t.compaction != '' THEN 1 ELSE 0 END) AS compactions,"
+            " min(t.created_at) AS first_at, max(t.created_at) AS last_at"
+            f" FROM turns t JOIN sessions s ON s.id = t.session_id WHERE t.created_at >= ?{scope}"
+            " GROUP BY s.id ORDER BY last_at DESC LIMIT ?",
+            (since,) + ((key_hash,) if key_hash is not None else ()) + (limit,))
+
+    def latest_tip(self, session_id: str) -> str | None:
+        """The node most recently written in the session (deepest on ties): the tip of its current branch."""
+        rows = self._rows(
+            "SELECT hash FROM messages WHERE session_id = ? ORDER BY created_at DESC, depth DESC LIMIT 1", (session_id,)
+        )
+        return rows[0]["hash"] if rows else None
+
+    def path_to(self, node: str) -> list[dict[str, Any]]:
+        """The nodes from the root to `node`, in order, each with its message (`message`, parsed)."""
+        rows = self._rows(
+            "WITH RECURSIVE path(hash, parent) AS ("
+            " SELECT hash, parent FROM messages WHERE hash = ?"
+            " UNION ALL SELECT m.hash, m.parent FROM messages m JOIN path ON m.hash = path.parent)"
+            " SELECT m.hash, m.session_id, m.depth, m.role, m.body, m.tokens, m.ref FROM path"
+            " JOIN messages m ON m.hash = path.hash ORDER BY m.depth",
+            (node,),
+        )
+        for row in rows:
+            row["message"] = orjson.loads(row.pop("body"))
+        return rows
+
+    def evidence_by_ref(self, ref: str, key_hash: str | None = None) -> dict[str, Any] | None:
+        """The evidence stored under `ref` in any session of one key (None: every key, for the local CLI)."""
+        # A ref is the first REF_LENGTH hex digits of its node's hash: a range on the messages primary key finds the
+        # node without scanning the evidence table (its index starts with session_id). CROSS JOIN keeps that
+        # order: SQLite's planner, without statistics, would rather walk every session of the key.
+        scope = " AND s.key_hash = ?" if key_hash is not None else ""
+        rows = self._rows(
+            "SELECT e.ref, e.session_id AS session, e.role, e.tool, e.content, e.tokens FROM messages m"
+            f" {self.CROSS_JOIN} evidence e ON e.session_id = m.session_id AND e.ref = ?"
+            f" {self.CROSS_JOIN} sessions s ON s.id = m.session_id"
+            f" WHERE m.hash >= ? AND m.hash < ?{scope} ORDER BY e.id LIMIT 1",
+            (ref, ref, ref + "~") + ((key_hash,) if key_hash is not None else ()),
+        )
+        return rows[0] if rows else None
+
+    def delete_sessions_before(self, cutoff: float) -> list[str]:
+        """Delete whole sessions last updated before `cutoff` (epoch seconds), with everything they own, in one
+        transaction; the ids deleted (the evidence FTS index follows through sqlite-utils' triggers)."""
+        return self.queue.call(lambda: self._delete_sessions_before(cutoff))
+
+    def _delete_sessions_before(self, cutoff: float) -> list[str]:
+        # inside the writer's batch transaction. A session others forked from holds the beginning they read: it goes
+        # only with them. (Their requests keep it updated too; this guards against clocks and hand edits.)
+        rows = self._exec_rows(
+            "SELECT id FROM sessions WHERE updated_at < ? AND id NOT IN"
+            " (SELECT forked_from FROM sessions WHERE forked_from IS NOT NULL AND updated_at >= ?)", (cutoff, cutoff))
+        ids = [row[0] for row in rows]
+        for chunk in chunks(ids):
+            listed = marks(len(chunk))
+            for table in SESSION_TABLES:
+                self._exec(f"DELETE FROM {table} WHERE session_id IN ({listed})", chunk)
+            self._exec(f"DELETE FROM sessions WHERE id IN ({listed})", chunk)
+        return ids
+
+    def _number_turns(self, session_id: str) -> None:
+        """Before a session's next turn is numbered in the writer's transaction (no other process writes here)."""
+
+
+def marks(count: int) -> str:
+    """Placeholders for `count` parameters of an IN (...) list."""
+    return ",".join("?" * count)
+
+
+def chunks(items: Sequence[str]) -> Iterable[list[str]]:
+    items = list(items)
+    for start in range(0, len(items), IN_CHUNK):
+        yield items[start:start + IN_CHUNK]

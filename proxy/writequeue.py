@@ -1,0 +1,223 @@
+"""The store's write queue, shared by its backends: writes are queued by requests and committed in batches by one
+thread, so a request never waits on the database; a reader waits only for the writes of the sessions it reads.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Collection
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+from .logs import get_logger
+from .storage import NodeRow
+
+WRITE_BATCH = 256  # writes per commit at most: bounds how long one commit holds the database (not a tuning knob)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Write:
+    """One queued write, with what it touches: the sessions whose rows it writes, and the message nodes it adds
+    as (hash, parent, row)."""
+
+    run: Callable[[], None]
+    sessions: tuple[str, ...] = ()
+    nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()
+
+
+class Pending:
+    """The queued writes not yet committed, counted by session, and the message nodes among them. A request
+    waits only for its own conversation's writes, never behind another tenant's megabyte of evidence being
+    indexed, and finds queued nodes without waiting at all."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._sessions: dict[str, int] = {}
+        self._nodes: dict[str, tuple[str | None, NodeRow]] = {}
+        self._children: dict[str | None, set[str]] = {}  # queued nodes by parent: a fork is found in one lookup
+
+    def add(self, write: Write) -> None:
+        with self._changed:
+            for session in write.sessions:
+                self._sessions[session] = self._sessions.get(session, 0) + 1
+            for digest, parent, row in write.nodes:
+                self._nodes[digest] = (parent, row)
+                self._children.setdefault(parent, set()).add(digest)
+
+    def done(self, writes: Sequence[Write]) -> None:
+        """Committed, or failed for good: readers stop waiting for them either way."""
+        with self._changed:
+            for write in writes:
+                for session in write.sessions:
+                    left = self._sessions[session] - 1
+                    if left:
+                        self._sessions[session] = left
+                    else:
+                        del self._sessions[session]
+                for digest, parent, _ in write.nodes:
+                    if self._nodes.pop(digest, None) is not None:
+                        siblings = self._children[parent]
+                        siblings.discard(digest)
+                        if not siblings:
+                            del self._children[parent]
+            self._changed.notify_all()
+
+    def wait(self, sessions: Iterable[str]) -> None:
+        wanted = tuple(sessions)
+        with self._changed:
+            self._changed.wait_for(lambda: not any(session in self._sessions for session in wanted))
+
+    def nodes(self, hashes: Iterable[str]) -> dict[str, NodeRow]:
+        with self._changed:
+            return {digest: self._nodes[digest][1] for digest in hashes if digest in self._nodes}
+
+    def has_child(self, parent: str, other_than: str) -> bool:
+        with self._changed:
+            return any(child != other_than for child in self._children.get(parent, ()))
+
+
+class WriteQueue:
+    """Queued writes committed by one background thread, a batch per transaction, each write its own savepoint.
+
+    `connection()` gives the writer thread its connection (anything with `execute(sql)`; a backend may reconnect
+    there after a failure); `begin` opens a transaction; `retryable(error)` tells a write that lost a race with
+    another process (a deadlock, a serialisation failure): it is tried once more, alone, after its batch.
+    `failed(sessions)` hears of the sessions whose writes were lost, so their cached state is rebuilt from the store."""
+
+    def __init__(self, connection: Callable[[], Any], begin: str = "BEGIN",
+                 retryable: Callable[[BaseException], bool] = lambda error: False,
+                 failed: Callable[[set[str]], None] = lambda sessions: None) -> None:
+        self._connection = connection
+        self._begin = begin
+        self._retryable = retryable
+        self.on_failed = failed
+        self._writes: queue.Queue[Write | None] = queue.Queue()
+        self.pending = Pending()
+        self._writer: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        # (on success, on failure) of the writes of the batch being committed; the writer thread's alone
+        self._after_commit: list[tuple[Callable[[None], None], Callable[[BaseException], None]]] = []
+        self.failed_writes = 0
+
+    def submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (),
+               nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()) -> None:
+        if self._writer is None:
+            with self._start_lock:
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._loop, name="workset-store-writer", daemon=True)
+                    self._writer.start()
+        write = Write(run, sessions, nodes)
+        self.pending.add(write)
+        self._writes.put(write)
+
+    def flush(self, sessions: Collection[str] | None = None) -> None:
+        """Wait until every queued write is committed (or failed for good), or only those of `sessions`."""
+        if self._writer is None:
+            return
+        if sessions is None:
+            self._writes.join()
+        else:
+            self.pending.wait(sessions)
+
+    def call(self, write: Callable[[], T]) -> T:
+        """Run a write on the writer thread, after the writes queued before it, and return its result once
+        committed."""
+        done: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                result = write()
+            except BaseException as error:
+                if not done.done():
+                    done.set_exception(error)
+                raise
+            self._after_commit.append((lambda _: done.set_result(result), done.set_exception))
+
+        self.submit(run)
+        return done.result()
+
+    def close(self) -> None:
+        self.flush()
+        if self._writer is not None:
+            self._writes.put(None)
+            self._writer.join(10)
+            self._writer = None
+
+    def qsize(self) -> int:
+        return self._writes.qsize()
+
+    def _loop(self) -> None:
+        """Writes queued meanwhile are committed together: under load one commit serves many requests, so what was
+        answered reaches the database sooner."""
+        while True:
+            batch = [self._writes.get()]
+            while len(batch) < WRITE_BATCH and batch[-1] is not None:
+                try:
+                    batch.append(self._writes.get_nowait())
+                except queue.Empty:
+                    break
+            writes = [write for write in batch if write is not None]
+            try:
+                lost = self._commit(writes)
+                if lost:
+                    self.on_failed(lost)
+            except Exception:  # a listener's failure must not stop the writer
+                get_logger().exception("store_write_failed")
+            finally:
+                self.pending.done(writes)
+                for _ in batch:
+                    self._writes.task_done()
+            if batch[-1] is None:
+                return
+
+    def _commit(self, writes: list[Write]) -> set[str]:
+        """Commit the batch; the sessions whose writes were lost."""
+        if not writes:
+            return set()
+        again, lost = self._transaction(writes, first=True)
+        for write in again:  # alone this time: a race lost in a batch is usually won alone
+            lost |= self._transaction([write], first=False)[1]
+        return lost
+
+    def _transaction(self, writes: list[Write], first: bool) -> tuple[list[Write], set[str]]:
+        """One transaction of `writes`, each in its own savepoint: a write that fails is rolled back alone. The
+        writes to try again (those that lost a race, on the first try), and the sessions of the writes lost."""
+        self._after_commit = []
+        again: list[Write] = []
+        lost: set[str] = set()
+        conn = None
+        try:
+            conn = self._connection()
+            conn.execute(self._begin)
+            for write in writes:
+                conn.execute("SAVEPOINT one_write")
+                try:
+                    write.run()
+                except Exception as error:  # a failed write must not stop the others; the next request re-sends it
+                    conn.execute("ROLLBACK TO SAVEPOINT one_write")
+                    if first and self._retryable(error):
+                        again.append(write)
+                    else:
+                        self.failed_writes += 1
+                        lost.update(write.sessions)
+                        get_logger().exception("store_write_failed", failed_writes=self.failed_writes)
+                conn.execute("RELEASE SAVEPOINT one_write")
+            conn.execute("COMMIT")
+        except Exception as error:  # the commit failed (disk full, locked, connection lost): nothing of it is kept
+            try:
+                if conn is not None:
+                    conn.execute("ROLLBACK")
+            except Exception:  # the connection itself is gone: the backend reconnects for the next batch
+                pass
+            self.failed_writes += len(writes)
+            get_logger().error("store_write_failed", failed_writes=self.failed_writes,
+                               error=f"{error.__class__.__name__}: {error}")
+            for _, failed in self._after_commit:
+                failed(error)
+            return [], {session for write in writes for session in write.sessions}
+        for done, _ in self._after_commit:  # results are told only once they are in the database
+            done(None)
+        return again, lost
