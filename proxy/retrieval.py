@@ -70,8 +70,9 @@ def elided_mentions(user_text: str, visible: str, search: Search, limit_chars: i
     used = 0
     for name in wanted[:5]:
         for hit in search(name):
-            if hit["content"][:200] in visible:
-                continue  # shown in full already
+            if hit["content"][:200] in visible or hit["content"][:200] in user_text:
+                continue  # shown in full already, or the latest message itself (stored by now when another
+                # conversation forked from this one meanwhile)
             lines = _lines_with(hit["content"], name, MENTION_LINES)
             if not lines:
                 continue
