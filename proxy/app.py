@@ -142,7 +142,10 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
         return json_response(200, {"object": "list", "data": data})
 
     async def health(request: Request) -> Response:
-        return json_response(200, {"status": "ok"})
+        """200 either way: a replica whose store is cut off still forwards every request (as sent), so a load
+        balancer must keep it; "degraded" and why tell the operator."""
+        problem = await workset.run(store.unavailable)
+        return json_response(200, {"status": "degraded", "store": problem} if problem else {"status": "ok"})
 
     routes = [
         HttpRoute("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -222,6 +225,11 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
         # x-workset-ms counts all of workset's own work for the request, the deferred part included: it is done by
         # now unless it took longer than the provider did. Recall reads what it stored, so it waits for it too.
         fields["deferred_ms"] = await settling
+        if workset.store.shared and prepared.session_id is not None:
+            # The conversation's next request may go to another replica: it must find what this one stored.
+            waited = time.perf_counter()
+            await workset.run(workset.store.flush, (prepared.session_id,))
+            fields["durable_ms"] = round((time.perf_counter() - waited) * 1000, 3)
         if prepared.recall and edge.model_turn:
             result = await _answer_recall(workset, edge, admitted, caller_key, client_headers, query, result, fields)
         headers = _workset_headers(prepared, admitted.explicit, fields["workset_ms"] + fields["deferred_ms"],

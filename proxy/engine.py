@@ -293,6 +293,7 @@ class Engine:
                                   after, epoch_to_dict(new_epoch), snapshot)
         self.sessions.save_fold(branch)
         branch.epoch = new_epoch
+        branch.version += 1  # as the checkpoint's write bumps the session's (this request holds the session)
         return new_epoch, prefix, tail, tail_tokens
 
     def _with_summary(self, branch: Branch, epoch: Epoch, conversation: Conversation, policy: Policy) -> Epoch:

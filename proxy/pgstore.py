@@ -120,20 +120,14 @@ class PostgresStore(SqlStore):
         conn.execute(f"SET statement_timeout = {int(self.settings.timeout_s * 1000)}")
         conn.execute(f"SET lock_timeout = {int(self.settings.lock_timeout_s * 1000)}")
 
-    def available(self) -> bool:
-        """Whether the database answers; while it is marked down, tried again once its retry time is past."""
-        if not self._down_until:
-            return True
-        if time.monotonic() < self._down_until:
-            return False
-        try:
-            self._fetch("SELECT 1", ())
-        except StoreUnavailable:
-            return False
-        return True
-
-    def status(self) -> str:
-        """Why the store is degraded ("" when it is not)."""
+    def unavailable(self) -> str:
+        """Why the database does not answer ("" when it does); while it is marked down, tried again once its retry
+        time is past."""
+        if self._down_until and time.monotonic() >= self._down_until:
+            try:
+                self._fetch("SELECT 1", ())
+            except StoreUnavailable:
+                pass
         return self._down_why if self._down_until else ""
 
     @contextmanager

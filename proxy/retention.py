@@ -7,7 +7,6 @@ import time
 
 from .engine import Engine
 from .logs import get_logger
-from .session import Sessions
 
 DAY_S = 86400.0
 
@@ -15,22 +14,15 @@ DAY_S = 86400.0
 def sweep(engine: Engine, days: float, now: float | None = None) -> int:
     """Delete the sessions last updated more than `days` ago; how many were deleted."""
     _settle(engine)
-    return _forget(engine, engine.store.delete_sessions_before(_cutoff(days, now)), days)
+    return _forget(engine, _delete(engine, _cutoff(days, now)), days)
 
 
 async def sweep_off_loop(engine: Engine, days: float) -> int:
     """sweep(), with the deletion in a worker thread: the branch cache is only touched on the event loop, like the
     request path does."""
     _settle(engine)
-    deleted = await asyncio.to_thread(engine.store.delete_sessions_before, _cutoff(days))
+    deleted = await asyncio.to_thread(_delete, engine, _cutoff(days))
     return _forget(engine, deleted, days)
-
-
-def forget_sessions(sessions: Sessions, ids: set[str]) -> None:
-    """Drop cached branches of deleted sessions, so the cache never serves what the store no longer has."""
-    for branch in sessions.cache.all():
-        if branch.session_id in ids:
-            sessions.forget(branch)
 
 
 def start_retention(engine: Engine, days: float, every_s: float = DAY_S) -> asyncio.Task[None]:
@@ -56,12 +48,18 @@ def _settle(engine: Engine) -> None:
     engine.sessions.settle_all()
 
 
+def _delete(engine: Engine, cutoff: float) -> list[str]:
+    """One replica at a time sweeps a store they share (the others find nothing left to delete)."""
+    with engine.store.exclusive("retention"):
+        return engine.store.delete_sessions_before(cutoff)
+
+
 def _cutoff(days: float, now: float | None = None) -> float:
     return (time.time() if now is None else now) - days * DAY_S
 
 
 def _forget(engine: Engine, deleted: list[str], days: float) -> int:
-    forget_sessions(engine.sessions, set(deleted))
+    engine.sessions.forget_sessions(set(deleted))
     get_logger().info("retention", deleted=len(deleted), retention_days=days)
     return len(deleted)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -60,6 +60,7 @@ class Branch:
     # (messages, tip hash, their tokens) of the previous request, for the cache model of the savings figures
     last_request: tuple[int, str, int] | None = None
     settled: int = 0  # messages before this index are extracted and recorded; the rest wait for settle()
+    version: int = 0  # the session's compactions as last read from a store replicas share (see Sessions.claimed)
     recorded_as: tuple[str, str] = ("", "")  # model and policy of the latest request, for the session row
     untouchable: tuple[int, int, bool] = (0, 0, False)  # (messages counted, their tokens, task seen)
     client: bool = False  # in a session the client named in its own header (Claude Code's, Codex's)
@@ -203,6 +204,7 @@ class Sessions:
         self.ingest = ingest  # how much of each message extraction reads, and for how long
         self.extractor: Extractor = extractor or InlineExtractor()
         self.cache = BranchCache(max_branches)
+        store.on_lost_writes(self.forget_sessions)
         # A fixed set of locks, a tree hashed to one: bounded memory; two trees sharing a stripe only wait in turn.
         self._stripes = [threading.RLock() for _ in range(lock_stripes)]
 
@@ -228,6 +230,7 @@ class Sessions:
         """resolve(), with the branch held for this request alone until the block ends. `client_session` is the
         session a client names in its own header (see hashing.root_hash)."""
         root = root_hash(caller, explicit_session, client_session.tree if client_session else None)
+        held = ExitStack()  # the session's lock among replicas sharing the store, until the request is built
         with self.serial(root):
             branch, known = self._from_cache(root, messages)
             if branch is None:
@@ -236,12 +239,24 @@ class Sessions:
                                                  observations, client_session)
             else:
                 check(messages, known)
-            # Waits only while a request of this very conversation is still being built on the branch.
+            # Waits only while a request of this very conversation is still being built on the branch (here, or
+            # on another replica).
             branch.serial.acquire()
             try:
+                held.enter_context(self.store.exclusive("session:" + branch.session_id))
+                if self._stale(branch):
+                    # Another replica compacted this session since this one last read it: what the store holds
+                    # now (read under the lock: all that replica's build wrote) replaces the cached path.
+                    branch.serial.release()
+                    self.cache.drop(branch)
+                    check(messages, 0)
+                    branch, known = self._from_store(root, caller, explicit_session, messages, model, policy,
+                                                     observations, client_session)
+                    branch.serial.acquire()
                 with branch.lock:
                     new = self._ingest(branch, caller, messages, known, model, policy, observations)
             except Exception:
+                held.close()
                 branch.serial.release()
                 self.cache.drop(branch)  # memory may be half-updated; the store is the truth
                 raise
@@ -254,10 +269,26 @@ class Sessions:
                     get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
             yield Resolved(branch, new)
         finally:
-            branch.serial.release()
+            try:
+                if self.store.shared:  # what this build wrote is readable by the replica that takes the lock next
+                    self.store.flush(branch.scope().sessions)
+            finally:
+                held.close()
+                branch.serial.release()
 
     def forget(self, branch: Branch) -> None:
         self.cache.drop(branch)
+
+    def forget_sessions(self, ids: Collection[str]) -> None:
+        """Drop the cached branches of these sessions: the store is the truth (they were deleted, or their writes
+        were lost while the store was cut off: the next request rebuilds them from it and writes what is missing)."""
+        for branch in self.cache.all():
+            if branch.session_id in ids:
+                self.cache.drop(branch)
+
+    def _stale(self, branch: Branch) -> bool:
+        """Whether another replica compacted the branch's session since this process read it."""
+        return self.store.shared and self.store.session_version(branch.session_id) != branch.version
 
     def settle(self, branch: Branch) -> None:
         """Extract and record the messages ingest deferred. Idempotent; run once the provider has the request,
@@ -353,9 +384,12 @@ class Sessions:
         """State, ledger ids and the latest compaction, folded from the store along this path only."""
         sessions = branch.scope().sessions
         branch.state, branch.fact_nodes = path_state(self.store, sessions, branch.hashes)
+        if self.store.shared:  # read first: a compaction meanwhile leaves it behind the checkpoint, never ahead
+            branch.version = self.store.session_version(branch.session_id)
         checkpoint = self.store.latest_checkpoint_on_path(sessions, branch.hashes)
         branch.epoch = epoch_from_dict(checkpoint) if checkpoint else None
         branch.built = None
+        branch.tail_cache = None  # keyed by the state's version, which a state read again may repeat
 
     # --- ingesting what is new ------------------------------------------------------------------------------
 
@@ -383,6 +417,7 @@ class Sessions:
             self._settle(branch)
             forked_from, branch.session_id = branch.session_id, session_id_for(branch.root, new_hashes[0], None)
             self.store.create_session(branch.session_id, caller, None, model, policy, forked_from=forked_from)
+            branch.version = 0
         task = first_user(messages)
         for offset, digest in enumerate(new_hashes):
             index = known + offset

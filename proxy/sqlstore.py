@@ -79,9 +79,12 @@ class SqlStore:
         """Held by one process at a time among those sharing the store (nothing to hold for one process)."""
         return nullcontext()
 
-    def available(self) -> bool:
-        """Whether the store answers now (a backend behind a network may be cut off)."""
-        return True
+    def unavailable(self) -> str:
+        """Why the store does not answer now ("" when it does; a backend behind a network may be cut off)."""
+        return ""
+
+    def on_lost_writes(self, listener: Callable[[set[str]], None]) -> None:
+        self.queue.on_failed = listener
 
     # --- the write queue ------------------------------------------------------------------------------------
 

@@ -109,11 +109,14 @@ class Store(Protocol):
     def size_bytes(self) -> int:
         """The store's size on disk, 0 when unknown (a gauge)."""
 
-    def available(self) -> bool:
-        """Whether the store answers now; False while it is cut off (then requests go out as sent)."""
+    def unavailable(self) -> str:
+        """Why the store does not answer now ("" when it does): while it is cut off, requests go out as sent."""
 
     def exclusive(self, name: str) -> AbstractContextManager[None]:
         """Held by one process at a time among those sharing the store, until the block ends."""
+
+    def on_lost_writes(self, listener: Callable[[set[str]], None]) -> None:
+        """Tell `listener` the sessions whose queued writes failed for good (the store was cut off, a disk full)."""
 
     # --- sessions -------------------------------------------------------------------------------------------------
     def create_session(self, session_id: str, key_hash: str, explicit_id: str | None, model: str, policy: str,
