@@ -47,14 +47,26 @@ $(NODE_STAMP): package.json package-lock.json
 run: $(STAMP)  # the proxy alone: the agent CLIs are for the tests
 	$(BIN)/workset serve --config $(CONFIG)
 
+# The suite runs twice: on SQLite (the embedded default), then with every store in PostgreSQL at $(TEST_PG) (each
+# test's store a schema of its own; tests/stores.py). Without a PostgreSQL there, the second run is skipped and said
+# so, unless REQUIRE_PG=1 (CI), which fails instead.
+TEST_PG ?= postgresql://postgres@127.0.0.1:5432/test
+REQUIRE_PG ?= 0
+
 test: install
 	$(BIN)/python -m pytest -q
+	@if $(BIN)/python -c "import psycopg; psycopg.connect('$(TEST_PG)', connect_timeout=5).close()" 2>/dev/null; then \
+	  echo "--- the suite again, every store in PostgreSQL ($(TEST_PG))"; \
+	  WORKSET_TEST_STORE='$(TEST_PG)' $(BIN)/python -m pytest -q; \
+	elif [ "$(REQUIRE_PG)" = 1 ]; then echo "PostgreSQL not reachable at $(TEST_PG) (REQUIRE_PG=1)"; exit 1; \
+	else echo "PostgreSQL not reachable at $(TEST_PG): the suite ran on SQLite only"; fi
 
 bench: install
 	$(BIN)/python -m bench.latency
 	$(BIN)/python -m bench.adversarial
 	$(BIN)/python -m bench.stall
 	$(BIN)/python -m bench.records
+	$(BIN)/python -m bench.replicas
 
 # Issue 9's hostile-input and load suite at full size (make test runs the same code smaller): 10,000 fuzzed
 # requests; then 50 concurrent sessions x 30 turns, 20 same-key conversations, kill -9 x 5 under load.

@@ -126,7 +126,9 @@ def measure_turns(proxy: str, direct: str, messages: list[dict[str, Any]], tools
     return rows
 
 
-async def throughput(url: str, body: bytes, clients: int, seconds: float, workset: bool) -> float:
+async def throughput(urls: list[str], body: bytes, clients: int, seconds: float, workset: bool) -> float:
+    """Requests per second of `clients` each sending `body` again and again, in its own session; with several
+    urls (replicas), each client's requests go to them in turn."""
     done = 0
     deadline = 0.0
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
@@ -136,19 +138,48 @@ async def throughput(url: str, body: bytes, clients: int, seconds: float, workse
             headers = {"authorization": "Bearer bench", "content-type": "application/json"}
             if workset:
                 headers["x-workset-session"] = f"rps-{number}"
+            sent = number
             while time.perf_counter() < deadline:
+                url = urls[sent % len(urls)]
+                sent += 1
                 response = await client.post(url + "/v1/chat/completions", content=body, headers=headers)
                 response.raise_for_status()
                 done += 1
 
         if workset:  # each client's session is seen once before timing: the figure is for warm sessions
             headers = {"authorization": "Bearer bench", "content-type": "application/json"}
-            await asyncio.gather(*(client.post(url + "/v1/chat/completions", content=body,
+            await asyncio.gather(*(client.post(urls[n % len(urls)] + "/v1/chat/completions", content=body,
                                                headers={**headers, "x-workset-session": f"rps-{n}"}) for n in range(clients)))
         began = time.perf_counter()
         deadline = began + seconds
         await asyncio.gather(*(worker(n) for n in range(clients)))
         return done / (time.perf_counter() - began)
+
+
+def write_config(folder: Path, provider_port: int, store: dict[str, str], policy: str = "bench", log: bool = False,
+                 extract_processes: int | None = None) -> Path:
+    """The served workset's config: every model to the fake provider on `provider_port`; policy "bench" is the
+    default policy with a budget no run reaches, so workset and the provider see bodies of the same size."""
+    config: dict[str, Any] = {
+        "model_list": [{"model_name": "*", "litellm_params": {"model": "openai/*",
+                                                             "api_base": f"http://127.0.0.1:{provider_port}/v1"}}],
+        "policies_dir": str(ROOT / "policies"),
+        "policy": policy,
+        "store": store,
+        "logging": {"level": "info" if log else "warning"},
+        "upstream": {"anthropic_base": f"http://127.0.0.1:{provider_port}"},
+    }
+    if extract_processes is not None:
+        config["ingest"] = {"extract_processes": extract_processes}
+    if policy == "bench":
+        default = yaml.safe_load((ROOT / "policies" / "default.yaml").read_text())
+        default.update(name="bench", description="default, with a budget no bench run reaches")
+        default["budget"] = {**default["budget"], "max_input_tokens": 1_000_000}
+        (folder / "bench.yaml").write_text(yaml.safe_dump(default))
+        config["policy"] = str(folder / "bench.yaml")
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def main() -> None:
@@ -166,27 +197,11 @@ def main() -> None:
     messages, tools = long_history(320)
     folder = Path(tempfile.mkdtemp(prefix="workset-bench-"))
     provider_port, proxy_port = free_port(), free_port()
-    config = {
-        "model_list": [{"model_name": "*", "litellm_params": {"model": "openai/*",
-                                                             "api_base": f"http://127.0.0.1:{provider_port}/v1"}}],
-        "policies_dir": str(ROOT / "policies"),
-        "policy": args.policy,
-        "store": {"path": str(folder / "bench.db")},
-        "logging": {"level": "info" if args.log else "warning"},
-        "upstream": {"anthropic_base": f"http://127.0.0.1:{provider_port}"},
-    }
-    if args.extract_processes is not None:
-        config["ingest"] = {"extract_processes": args.extract_processes}
-    if args.policy == "bench":
-        default = yaml.safe_load((ROOT / "policies" / "default.yaml").read_text())
-        default.update(name="bench", description="default, with a budget no bench run reaches")
-        default["budget"] = {**default["budget"], "max_input_tokens": 1_000_000}
-        (folder / "bench.yaml").write_text(yaml.safe_dump(default))
-        config["policy"] = str(folder / "bench.yaml")
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    config_path = write_config(folder, provider_port, {"path": str(folder / "bench.db")}, args.policy, bool(args.log),
+                               args.extract_processes)
     python = sys.executable
     provider = ServerProcess([python, "-m", "bench.fake_provider", str(provider_port)], provider_port, cwd=ROOT)
-    proxy = ServerProcess([python, "-m", "proxy", "serve", "--config", str(folder / "config.yaml"), "--port",
+    proxy = ServerProcess([python, "-m", "proxy", "serve", "--config", str(config_path), "--port",
                            str(proxy_port)], proxy_port, cwd=ROOT)
     with provider, proxy:
         print(f"workset bench: policy {args.policy}, model {args.model}, {args.rounds} rounds per size, "
@@ -215,11 +230,11 @@ def main() -> None:
         end = turn_at(messages, 100)
         body = json.dumps({"model": args.model, "messages": messages[:end], "tools": tools}).encode()
         try:
-            rps_proxy = asyncio.run(throughput(proxy.url, body, 32, args.seconds, workset=True))
+            rps_proxy = asyncio.run(throughput([proxy.url], body, 32, args.seconds, workset=True))
         except httpx.HTTPError:
             print("workset's log (tail):\n" + proxy.output()[-3000:], file=sys.stderr)
             raise
-        rps_direct = asyncio.run(throughput(provider.url, body, 32, args.seconds, workset=False))
+        rps_direct = asyncio.run(throughput([provider.url], body, 32, args.seconds, workset=False))
         print(f"32 concurrent clients, {end}-message requests: {rps_proxy:.0f} req/s through workset, "
               f"{rps_direct:.0f} req/s direct")
         small, large = rows[0], rows[-1]
