@@ -3,7 +3,7 @@ with a connection pool, the schema migrated at start-up under an advisory lock, 
 `tsvector` (websearch_to_tsquery, ts_rank_cd), advisory locks for what one replica at a time may do.
 
 The queries are proxy.sqlstore's. When the database is cut off or slow, a read fails within `store.timeout_s`,
-the store says so (`available()`: /healthz reports degraded), and for `store.retry_s` every call fails at once
+the store says so (`unavailable()`: /healthz reports degraded), and for `store.retry_s` every call fails at once
 instead of waiting again: requests go out as the agent sent them (fail open) and catch up once it is back.
 """
 
@@ -26,6 +26,14 @@ from .storage import Scope
 from .writequeue import WriteQueue
 
 _SHORT = "text COLLATE \"C\""  # ids, hashes and refs: compared byte by byte (ranges on hashes, like SQLite)
+
+# Full-text search splits words at every ASCII punctuation mark, as SQLite's unicode61 tokenizer does: PostgreSQL's
+# parser would otherwise read `src/parser.py` as one token (a search for "parser" missing it), and skip markup such
+# as <tag> names and everything between <script> and </script>. Punctuation becomes spaces in the indexed text and
+# in the query's words alike.
+_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+_UNPUNCTUATE = str.maketrans(_PUNCTUATION, " " * len(_PUNCTUATION))
+_SQL_PUNCTUATION = "'" + _PUNCTUATION.replace("'", "''") + "'"  # a standard SQL literal: backslash is itself
 
 # (schema version, statements): a store at an older version runs the statements of every later entry, in one
 # transaction. PostgreSQL support began at SQLite's schema 10, so its first entry creates that schema whole.
@@ -54,8 +62,8 @@ _MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(10, (
     # The index reads the first 256 KB of each content: a tsvector must stay under 1 MB.
     "CREATE TABLE IF NOT EXISTS evidence (id bigserial PRIMARY KEY, session_id {s} NOT NULL, ref {s} NOT NULL,"
     " node {s}, role text, tool text, content text NOT NULL, tokens bigint,"
-    " tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', left(coalesce(tool, '') || ' ' || content, 262144)))"
-    " STORED)",
+    " tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', translate(left(coalesce(tool, '') || ' ' || content,"
+    " 262144), {punctuation}, {spaces}))) STORED)",
     "CREATE UNIQUE INDEX IF NOT EXISTS evidence_session_ref ON evidence (session_id, ref)",
     "CREATE INDEX IF NOT EXISTS evidence_tsv ON evidence USING gin (tsv)",
     "CREATE TABLE IF NOT EXISTS checkpoints (id bigserial PRIMARY KEY, session_id {s} NOT NULL, node {s} NOT NULL,"
@@ -85,13 +93,18 @@ class StoreUnavailable(ConnectionError):
     """The database did not answer (cut off, down, or slower than store.timeout_s)."""
 
 
+class LockWaitTimeout(RuntimeError):
+    """Another process held a lock of `exclusive` longer than store.lock_timeout_s (the database answers)."""
+
+
 class PostgresStore(SqlStore):
     """The store in a PostgreSQL database (its first schema on the search path), shared by every replica."""
 
     CROSS_JOIN = "JOIN"
     NEWEST = "m.seq"
     JSON_LIST = "json_array_elements_text(CAST(? AS json))"
-    CALL_ID = "(CAST(m.body AS json) ->> 'tool_call_id')"
+    # a body holding a NUL character (escaped: \u0000) is valid json, but ->> refuses to read any of it
+    CALL_ID = "(CAST(replace(m.body, '\\u0000', '\\ufffd') AS json) ->> 'tool_call_id')"
     CONTAINS = "strpos(lower(content), ?) > 0"
     shared = True
 
@@ -111,6 +124,8 @@ class PostgresStore(SqlStore):
             raise RuntimeError(f"cannot reach the store at {_safe(url)}: {error}") from error
         self.migrate()
         self._writer: psycopg.Connection[Any] | None = None  # the writer thread's own
+        self._holds: dict[str, _Hold] = {}  # the locks of `exclusive` this process holds (or is taking), by name
+        self._holds_changed = threading.Condition()
         super().__init__(WriteQueue(self._writer_connection, retryable=_lost_race))
 
     # --- connections and outages ------------------------------------------------------------------------------
@@ -133,12 +148,21 @@ class PostgresStore(SqlStore):
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection, failing at once while the database is marked down."""
+        self._check_down()
+        with self._outages(), self._pool.connection() as conn:
+            yield conn
+
+    def _check_down(self) -> None:
         if self._down_until and time.monotonic() < self._down_until:
             raise StoreUnavailable(f"store unavailable ({self._down_why}); retried in "
                                    f"{self._down_until - time.monotonic():.1f} s")
+
+    @contextmanager
+    def _outages(self) -> Iterator[None]:
+        """The database failing to answer (cut off, down, slower than store.timeout_s, no pooled connection in time)
+        as StoreUnavailable, marking it down; answering, marking it back."""
         try:
-            with self._pool.connection() as conn:
-                yield conn
+            yield
         except (psycopg.OperationalError, errors.QueryCanceled, OSError) as error:
             self._went_down(error)
             raise StoreUnavailable(f"store unavailable: {error}") from error
@@ -204,7 +228,8 @@ class PostgresStore(SqlStore):
             for number, statements in _MIGRATIONS:
                 if number > version:
                     for statement in statements:
-                        conn.execute(statement.format(s=_SHORT))
+                        conn.execute(statement.format(s=_SHORT, punctuation=_SQL_PUNCTUATION,
+                                                      spaces="'" + " " * len(_PUNCTUATION) + "'"))
                     conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', %s) ON CONFLICT (key)"
                                  " DO UPDATE SET value = excluded.value", (str(number),))
 
@@ -218,22 +243,22 @@ class PostgresStore(SqlStore):
 
     def _fetch(self, query: str, params: Sequence[Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
         with self._connection() as conn:
-            cursor = conn.execute(_placeholders(query), params)
+            cursor = conn.execute(_placeholders(query), _values(params))
             return [column.name for column in cursor.description or ()], cursor.fetchall()
 
     def _exec(self, query: str, params: Sequence[Any] = ()) -> int:
         assert self._writer is not None  # inside the writer's transaction
-        return self._writer.execute(_placeholders(query), params).rowcount
+        return self._writer.execute(_placeholders(query), _values(params)).rowcount
 
     def _exec_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
         assert self._writer is not None
         if rows:
             with self._writer.cursor() as cursor:
-                cursor.executemany(_placeholders(query), rows)
+                cursor.executemany(_placeholders(query), [_values(row) for row in rows])
 
     def _exec_rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         assert self._writer is not None
-        return self._writer.execute(_placeholders(query), params).fetchall()
+        return self._writer.execute(_placeholders(query), _values(params)).fetchall()
 
     def _matches(self, scope: Scope, words: list[str], on_path: str, path_args: tuple[str, ...],
                  limit: int) -> list[dict[str, Any]]:
@@ -243,7 +268,7 @@ class PostgresStore(SqlStore):
             " FROM evidence e, websearch_to_tsquery('english', ?) q"
             f" WHERE e.tsv @@ q AND e.session_id IN ({marks(len(scope.sessions))})"
             + on_path.format(node="e.node") + " ORDER BY rank DESC, e.id LIMIT ?",
-            (" or ".join(f'"{word}"' for word in words), *path_args, limit))
+            (" or ".join(f'"{word.translate(_UNPUNCTUATE)}"' for word in words), *path_args, limit))
 
     def _number_turns(self, session_id: str) -> None:
         """Replicas number a session's turns in turn: the lock lasts until the writer's transaction ends."""
@@ -252,14 +277,75 @@ class PostgresStore(SqlStore):
     @contextmanager
     def exclusive(self, name: str) -> Iterator[None]:
         """A session-level advisory lock on a pooled connection: released when the block ends, or by the server
-        when the replica holding it dies (its connection closes)."""
-        key = "workset:" + name
-        with self._connection() as conn:
-            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+        when the replica holding it dies (its connection closes).
+
+        Held by one process at a time, as the protocol says, not by one thread: threads of this process that want
+        it while it is held here share the hold (what they do to one another is the caller's to order, as with one
+        process on SQLite), and it goes when the last of them leaves. The wait for another process is bounded by
+        store.lock_timeout_s, not by store.timeout_s, and running out of it is no outage of the database
+        (LockWaitTimeout). What the block raises is its own: only the lock's statements can mark the store down."""
+        self._check_down()
+        with self._holds_changed:
+            while True:
+                hold = self._holds.get(name)
+                if hold is None:  # this thread takes it for the process
+                    hold = self._holds[name] = _Hold()
+                    break
+                if hold.conn is not None:  # held here already: shared
+                    hold.count += 1
+                    break
+                self._holds_changed.wait()  # another thread of this process is taking it: wait for its outcome
+                if hold.error is not None:  # it failed (the database is away, or another process held on)
+                    kind = type(hold.error) if isinstance(hold.error, LockWaitTimeout) else StoreUnavailable
+                    raise kind(str(hold.error)) from hold.error
+        if hold.conn is None:
             try:
-                yield
-            finally:
+                conn = self._lock("workset:" + name, name)
+            except BaseException as error:
+                with self._holds_changed:
+                    hold.error = error
+                    del self._holds[name]
+                    self._holds_changed.notify_all()
+                raise
+            with self._holds_changed:
+                hold.conn = conn
+                self._holds_changed.notify_all()
+        try:
+            yield
+        finally:
+            with self._holds_changed:
+                hold.count -= 1
+                last = not hold.count
+                if last:
+                    del self._holds[name]
+            if last:
+                assert hold.conn is not None
+                self._unlock(hold.conn, "workset:" + name)
+
+    def _lock(self, key: str, name: str) -> psycopg.Connection[Any]:
+        """A pooled connection holding the advisory lock `key`, once no other process holds it."""
+        with self._outages():
+            conn = self._pool.getconn()
+        try:
+            with self._outages():
+                try:
+                    with conn.transaction():  # the session-level lock outlives it; the SET LOCAL does not
+                        conn.execute("SET LOCAL statement_timeout = 0")
+                        conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+                except errors.LockNotAvailable as error:
+                    raise LockWaitTimeout(f"{name} still held by another process after "
+                                          f"{self.settings.lock_timeout_s:g} s (store.lock_timeout_s)") from error
+        except BaseException:
+            self._pool.putconn(conn)
+            raise
+        return conn
+
+    def _unlock(self, conn: psycopg.Connection[Any], key: str) -> None:
+        try:
+            with self._outages():
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+        finally:
+            self._pool.putconn(conn)
 
     def size_bytes(self) -> int:
         """Tables and indexes of the store's schema (0 while the database does not answer)."""
@@ -275,6 +361,26 @@ class PostgresStore(SqlStore):
 def _placeholders(query: str) -> str:
     """The shared queries' `?` placeholders as psycopg's `%s` (a literal % doubled)."""
     return query.replace("%", "%%").replace("?", "%s")
+
+
+class _Hold:
+    """A lock of `exclusive` held by this process: the connection holding it (None while it is being taken), the
+    threads inside the block, and why taking it failed."""
+
+    def __init__(self) -> None:
+        self.conn: psycopg.Connection[Any] | None = None
+        self.count = 1
+        self.error: BaseException | None = None
+
+
+def _values(params: Sequence[Any]) -> Sequence[Any]:
+    """Parameters as the shared queries mean them (SQLite's values): a bool is 0 or 1 (psycopg would send a boolean,
+    which no integer column takes), and a text's NUL characters, which PostgreSQL text cannot hold, become U+FFFD
+    (a tool output may carry them: its evidence is stored, the character replaced)."""
+    if not any(type(value) is bool or (type(value) is str and "\x00" in value) for value in params):
+        return params
+    return [int(value) if type(value) is bool else value.replace("\x00", "\ufffd") if type(value) is str else value
+            for value in params]
 
 
 def _lost_race(error: BaseException) -> bool:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 import yaml
 from servers import ServerProcess, free_port
+from stores import run_sql, store_location
 
 from proxy.cli import load_settings
 from proxy.schema import ConfigError
@@ -78,9 +79,9 @@ def test_workset_serve_with_the_shipped_config(tmp_path: Path, fake: Any) -> Non
     """The README's path: `workset serve` with config.yaml, pointed at a provider by WORKSET_UPSTREAM_BASE."""
     import openai
 
-    port = free_port()
+    port, store = free_port(), store_location(tmp_path / "store.db")
     argv = [str(Path(sys.executable).parent / "workset"), "serve", "--config", str(REPO / "config.yaml"),
-            "--port", str(port), "--store", str(tmp_path / "store.db")]
+            "--port", str(port), "--store", store]
     with ServerProcess(argv, port, env={"WORKSET_UPSTREAM_BASE": fake.url + "/v1"}, cwd=tmp_path) as proxy:
         assert httpx.get(proxy.url + "/healthz", timeout=5).status_code == 200
         client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-user", timeout=20, max_retries=0)
@@ -88,7 +89,7 @@ def test_workset_serve_with_the_shipped_config(tmp_path: Path, fake: Any) -> Non
         assert reply.choices[0].message.content == "echo: ping"
         assert fake.chat_requests()[-1].headers["authorization"] == "Bearer sk-user"
     assert '"event": "request"' in proxy.output()
-    assert (tmp_path / "store.db").exists()
+    assert run_sql(store, "SELECT count(*) FROM sessions") == [(1,)]  # the store given was created, and written
 
 
 @pytest.mark.e2e
@@ -100,7 +101,7 @@ def test_a_request_that_is_not_valid_http_gets_an_openai_style_400(tmp_path: Pat
 
     port = free_port()
     argv = [str(Path(sys.executable).parent / "workset"), "serve", "--config", str(REPO / "config.yaml"),
-            "--port", str(port), "--store", str(tmp_path / "store.db")]
+            "--port", str(port), "--store", store_location(tmp_path / "store.db")]
     with ServerProcess(argv, port, env={"WORKSET_UPSTREAM_BASE": fake.url + "/v1"}, cwd=tmp_path):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-workset-session: a\x01b\r\n"

@@ -9,12 +9,13 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from stores import run_sql, store_location
+
 from proxy.config import Config
 from proxy.engine import Engine
 from proxy.policy import BudgetRules, Policy
 from proxy.recall import Resolver
 from proxy.storage import NewMessage, Scope, open_store
-from proxy.store import SqliteStore
 from proxy.tokens import TokenCounter
 
 COUNTER = TokenCounter()
@@ -35,7 +36,7 @@ def conversation(account: str, secret: str) -> list[dict]:
 
 
 def test_a_conversation_cannot_recall_or_retrieve_what_another_stored(tmp_path: Path) -> None:
-    engine = Engine(Config(), {"tight": POLICY}, open_store(tmp_path / "store.db"), COUNTER)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(store_location(tmp_path / "store.db")), COUNTER)
     alice, bob = conversation("acct_alice_1001", "SECRET_ALICE_9911"), conversation("acct_bob_2002", "SECRET_BOB_7722")
     prepared = {}
     for name, messages in (("alice", alice), ("bob", bob)):
@@ -68,7 +69,7 @@ def test_a_conversation_cannot_recall_or_retrieve_what_another_stored(tmp_path: 
 
 def test_other_conversations_better_matches_do_not_crowd_out_this_ones(tmp_path: Path) -> None:
     """The path filter is part of the search, not applied to its top hits afterwards."""
-    store = open_store(tmp_path / "store.db")
+    store = open_store(store_location(tmp_path / "store.db"))
     store.create_session("S", "key", None, "m", "p")
     others = [NewMessage(f"other{n}", None, 0, {"role": "tool", "content": "x"}, 5, f"r{n}", "t", "", "ok",
                          "invoice invoice invoice total") for n in range(40)]
@@ -82,7 +83,7 @@ def test_other_conversations_better_matches_do_not_crowd_out_this_ones(tmp_path:
 
 def test_an_explicit_session_recalls_across_its_edited_history(tmp_path: Path) -> None:
     """An explicit session id declares one conversation: a client that edits its history keeps its refs."""
-    engine = Engine(Config(), {"tight": POLICY}, open_store(tmp_path / "store.db"), COUNTER)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(store_location(tmp_path / "store.db")), COUNTER)
     first = conversation("acct_carol_3003", "SECRET_CAROL_5533")
     edited = [*SHARED, {"role": "user", "content": "(history edited by the client)"}]
     for messages in (first, edited):
@@ -96,7 +97,7 @@ def test_an_explicit_session_recalls_across_its_edited_history(tmp_path: Path) -
 def test_conversations_that_share_their_beginning_are_sessions_from_where_they_diverge(tmp_path: Path) -> None:
     """Twenty users of one key whose agents send the same system prompt and first message: twenty sessions, each
     with the state it learnt on its own path, and the shared beginning recalled by all of them."""
-    store_path = tmp_path / "store.db"
+    store_path = store_location(tmp_path / "store.db")
     engine = Engine(Config(), {"tight": POLICY}, open_store(store_path), COUNTER)
     ids: dict[int, str] = {}
     first = engine.prepare({"model": "m", "messages": SHARED}, "team-key", policy_name="tight")
@@ -128,7 +129,7 @@ def test_conversations_that_share_their_beginning_are_sessions_from_where_they_d
 
 
 def test_a_retry_of_the_same_request_stays_in_its_session(tmp_path: Path) -> None:
-    engine = Engine(Config(), {"tight": POLICY}, open_store(tmp_path / "store.db"), COUNTER)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(store_location(tmp_path / "store.db")), COUNTER)
     messages = conversation("acct_x", "SECRET_X")
     sessions = set()
     for _ in range(3):
@@ -142,10 +143,9 @@ def test_a_retry_of_the_same_request_stays_in_its_session(tmp_path: Path) -> Non
 
 
 def test_a_session_others_forked_from_lives_as_long_as_they_do(tmp_path: Path) -> None:
-    import sqlite3
     import time
 
-    store_path = tmp_path / "store.db"
+    store_path = store_location(tmp_path / "store.db")
     engine = Engine(Config(), {"tight": POLICY}, open_store(store_path), COUNTER)
     first = conversation("acct_a", "SECRET_A")
     second = conversation("acct_b", "SECRET_B")
@@ -154,16 +154,15 @@ def test_a_session_others_forked_from_lives_as_long_as_they_do(tmp_path: Path) -
     parent = engine.prepare({"model": "m", "messages": first}, "k", policy_name="tight").session_id
     child = engine.prepare({"model": "m", "messages": second}, "k", policy_name="tight").session_id
     engine.store.flush()
-    with sqlite3.connect(store_path) as conn:  # as if the parent's own conversation had stopped long ago
-        conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time() - 100 * 86400, parent))
+    # as if the parent's own conversation had stopped long ago
+    run_sql(store_path, "UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time() - 100 * 86400, parent))
     assert engine.store.delete_sessions_before(time.time() - 30 * 86400) == []  # the child still reads its start
     engine.store.close()
     engine = Engine(Config(), {"tight": POLICY}, open_store(store_path), COUNTER)
     again = engine.prepare({"model": "m", "messages": second + [{"role": "user", "content": "and now?"}]}, "k",
                            policy_name="tight")
     assert again.session_id == child and again.rewritten and not again.note
-    with sqlite3.connect(store_path) as conn:
-        conn.execute("UPDATE sessions SET updated_at = ?", (time.time() - 100 * 86400,))
+    run_sql(store_path, "UPDATE sessions SET updated_at = ?", (time.time() - 100 * 86400,))
     engine.store.flush()
     assert sorted(engine.store.delete_sessions_before(time.time() - 30 * 86400)) == sorted([parent, child])
     engine.store.close()
@@ -171,16 +170,16 @@ def test_a_session_others_forked_from_lives_as_long_as_they_do(tmp_path: Path) -
 
 def test_writes_committed_together_fail_alone(tmp_path: Path) -> None:
     """The writer commits what queued up meanwhile in one transaction; a write that fails is undone alone (the
-    SQLite backend's writer thread)."""
-    store = SqliteStore(tmp_path / "store.db")
+    backend's writer thread)."""
+    store = open_store(store_location(tmp_path / "store.db"))
     store.create_session("S", "key", None, "m", "p")
 
     def stored(node: str) -> NewMessage:
         return NewMessage(node, None, 0, {"role": "tool", "content": node}, 5, "r" + node, "t", "", "ok", node)
 
     def broken() -> None:
-        store._write.execute("INSERT INTO messages (hash, session_id, depth, role, body) VALUES"  # noqa: SLF001
-                             " ('half', 'S', 0, 'tool', '{}')")  # a write that fails midway
+        store._exec("INSERT INTO messages (hash, session_id, depth, role, body) VALUES"  # noqa: SLF001
+                    " ('half', 'S', 0, 'tool', '{}')")  # a write that fails midway
         raise RuntimeError("disk on fire")
 
     store.record(Scope.whole("S"), [stored("before")], [], [], "m", "p", 1)

@@ -247,7 +247,7 @@ def test_a_message_nested_past_orjsons_depth_hashes_like_any_other() -> None:
 
 def test_a_deep_message_is_stored_like_any_other(tmp_path) -> None:
     """Forwarding and hashing take any depth the proxy accepts; the store's writes must too."""
-    import sqlite3
+    from stores import run_sql, store_location
 
     from proxy.config import Config
     from proxy.engine import Engine
@@ -258,13 +258,13 @@ def test_a_deep_message_is_stored_like_any_other(tmp_path) -> None:
     schema: dict = {"leaf": "x"}
     for level in range(300):
         schema = {"level": level, "inner": schema}
-    engine = Engine(Config(), {"default": Policy()}, open_store(tmp_path / "store.db"), TokenCounter())
+    location = store_location(tmp_path / "store.db")
+    engine = Engine(Config(), {"default": Policy()}, open_store(location), TokenCounter())
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "see the schema", "schema": schema}]
     prepared = engine.prepare({"model": "m", "messages": messages}, "key", policy_name="default")
     engine.settle(prepared)
     engine.store.flush()
-    with sqlite3.connect(tmp_path / "store.db") as db:
-        assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == 2
+    assert run_sql(location, "SELECT count(*) FROM messages") == [(2,)]
     engine.store.close()
 
 

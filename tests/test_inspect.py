@@ -9,12 +9,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
+from stores import POSTGRES, run_sql, sqlite_only, store_location, store_settings
 
 from proxy.retention import DAY_S, start_retention, sweep
 from proxy.storage import Scope
@@ -64,16 +66,12 @@ def get(proxy: Any, path: str, key: str = "sk-test") -> httpx.Response:
     return httpx.get(proxy.url + path, headers={"authorization": f"Bearer {key}"}, timeout=10)
 
 
-def count(db: Path, table: str, session: str) -> int:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(f"SELECT count(*) FROM {table} WHERE session_id = ?", (session,)).fetchone()[0]
+def count(store: str, table: str, session: str, column: str = "session_id") -> int:
+    return run_sql(store, f"SELECT count(*) FROM {table} WHERE {column} = ?", (session,))[0][0]
 
 
-def set_updated_at(db: Path, session: str, when: float) -> None:
-    conn = sqlite3.connect(db, timeout=10)
-    with conn:
-        conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (when, session))
-    conn.close()
+def set_updated_at(store: str, session: str, when: float) -> None:
+    run_sql(store, "UPDATE sessions SET updated_at = ? WHERE id = ?", (when, session))
 
 
 # --- HTTP ---------------------------------------------------------------------------------------------------------
@@ -170,7 +168,7 @@ def test_store_deletes_old_sessions_with_everything_they_own(proxy, fake) -> Non
     old = drive(proxy, range(1, 16), word="zebra")[-1].headers["x-workset-session"]
     recent = drive(proxy, range(1, 16), word="yak", task="Port the lexer. Never use regex.")[-1].headers["x-workset-session"]
     proxy.flush()
-    db, store = Path(proxy.store), proxy.engine.store
+    db, store = proxy.store, proxy.engine.store
     for session in (old, recent):
         for table in ("messages", "facts", "actions", "evidence", "checkpoints"):
             assert count(db, table, session), (table, session)
@@ -180,27 +178,28 @@ def test_store_deletes_old_sessions_with_everything_they_own(proxy, fake) -> Non
 
     for table in ("messages", "facts", "actions", "evidence", "checkpoints", "sessions"):
         column = "id" if table == "sessions" else "session_id"
-        with sqlite3.connect(db) as conn:
-            assert not conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", (old,)).fetchone()[0], table
+        assert not count(db, table, old, column), table
         assert table == "sessions" or count(db, table, recent), table
     assert store.search_evidence(Scope.whole(old), "zebra3x5") == [] and store.search_evidence(Scope.whole(recent), "yak3x5")
-    with sqlite3.connect(db) as conn:  # the FTS index itself, not only its join with evidence
-        assert conn.execute("SELECT count(*) FROM evidence_fts WHERE evidence_fts MATCH 'zebra3x5'").fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM evidence_fts WHERE evidence_fts MATCH 'yak3x5'").fetchone()[0] == 1
-        conn.execute("INSERT INTO evidence_fts(evidence_fts) VALUES('integrity-check')")
+    if not POSTGRES:  # SQLite's FTS index itself, not only its join with evidence (PostgreSQL's is a column of it)
+        with sqlite3.connect(db) as conn:
+            matches = "SELECT count(*) FROM evidence_fts WHERE evidence_fts MATCH ?"
+            assert conn.execute(matches, ("zebra3x5",)).fetchone()[0] == 0
+            assert conn.execute(matches, ("yak3x5",)).fetchone()[0] == 1
+            conn.execute("INSERT INTO evidence_fts(evidence_fts) VALUES('integrity-check')")
     assert store.delete_sessions_before(time.time() - 30 * DAY_S) == []
 
 
 def test_startup_sweep_deletes_old_sessions_and_logs_the_count(start_proxy, fake, tmp_path, capsys) -> None:
-    db = tmp_path / "shared.db"
-    first = start_proxy(store={"path": str(db)})
+    db = store_location(tmp_path / "shared.db")
+    first = start_proxy(store=store_settings(db))
     old = drive(first, range(1, 4), word="zebra")[-1].headers["x-workset-session"]
     recent = drive(first, range(1, 4), word="yak", task="Port the lexer.")[-1].headers["x-workset-session"]
     first.stop()
     set_updated_at(db, old, time.time() - 3600)
     capsys.readouterr()
 
-    second = start_proxy(store={"path": str(db), "retention_days": 0.001})  # 86 seconds
+    second = start_proxy(store={**store_settings(db), "retention_days": 0.001})  # 86 seconds
     assert [row["id"] for row in get(second, "/v1/workset/sessions").json()["data"]] == [recent]
     assert count(db, "messages", old) == 0 and count(db, "messages", recent)
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if '"retention"' in line]
@@ -220,8 +219,10 @@ def test_a_deleted_session_is_not_served_from_the_cache(proxy, fake) -> None:
 
 def test_retention_sweeps_again_every_interval_until_cancelled() -> None:
     cutoffs: list[float] = []
-    engine = SimpleNamespace(sessions=SimpleNamespace(settle_all=lambda: None, cache=SimpleNamespace(all=list)),
-                             store=SimpleNamespace(delete_sessions_before=lambda cutoff: cutoffs.append(cutoff) or []))
+    engine = SimpleNamespace(sessions=SimpleNamespace(settle_all=lambda: None, cache=SimpleNamespace(all=list),
+                                                      forget_sessions=lambda ids: None),
+                             store=SimpleNamespace(exclusive=lambda name: nullcontext(),
+                                                   delete_sessions_before=lambda cutoff: cutoffs.append(cutoff) or []))
 
     async def run() -> None:
         task = start_retention(engine, 2.0, every_s=0.01)  # type: ignore[arg-type]
@@ -245,10 +246,9 @@ def workset(*args: str) -> subprocess.CompletedProcess[str]:
                           cwd=REPO)
 
 
-def rows(db: Path) -> dict[str, int]:
-    with sqlite3.connect(db) as conn:
-        return {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                for table in ("sessions", "messages", "facts", "actions", "evidence", "checkpoints")}
+def rows(store: str) -> dict[str, int]:
+    return {table: run_sql(store, f"SELECT count(*) FROM {table}")[0][0]
+            for table in ("sessions", "messages", "facts", "actions", "evidence", "checkpoints")}
 
 
 def test_cli_lists_inspects_and_shows(proxy, fake, tmp_path) -> None:
@@ -263,12 +263,15 @@ def test_cli_lists_inspects_and_shows(proxy, fake, tmp_path) -> None:
     assert session in listing.stdout and "small-test" in listing.stdout
 
     inspected = workset("inspect", session, "--config", config)
-    assert inspected.returncode == 0, inspected.stderr
-    out = inspected.stdout
-    assert "Never edit the tests" in out and "Goal: " + TASK in out
-    # replaying the latest request gives what the proxy forwarded for it
-    assert f"{len(forwarded)} messages, {responses[-1].headers['x-workset-tokens-sent']} tokens sent" in out
-    assert len(re.findall(r"^\[\d+\] ", out, re.M)) == len(forwarded)
+    if POSTGRES:  # inspect works on a copy of a SQLite store: it says so, in one line
+        assert inspected.returncode == 2 and "PostgreSQL store is not copied" in inspected.stderr, inspected.stderr
+    else:
+        assert inspected.returncode == 0, inspected.stderr
+        out = inspected.stdout
+        assert "Never edit the tests" in out and "Goal: " + TASK in out
+        # replaying the latest request gives what the proxy forwarded for it
+        assert f"{len(forwarded)} messages, {responses[-1].headers['x-workset-tokens-sent']} tokens sent" in out
+        assert len(re.findall(r"^\[\d+\] ", out, re.M)) == len(forwarded)
 
     ref = REF.search(json.dumps(forwarded)).group(1)  # type: ignore[union-attr]
     shown = workset("show", ref, "--store", proxy.store)
@@ -276,22 +279,24 @@ def test_cli_lists_inspects_and_shows(proxy, fake, tmp_path) -> None:
     assert shown.stdout.rstrip("\n") == proxy.engine.store.evidence_by_ref(ref)["content"]
 
 
+@sqlite_only  # inspect copies the SQLite file (a PostgreSQL store is refused: see the test above)
 def test_cli_inspect_never_writes_the_store(proxy, fake, tmp_path) -> None:
     session = drive(proxy, range(1, 16), tools=False)[-1].headers["x-workset-session"]
     proxy.flush()
-    before = rows(Path(proxy.store))
+    before = rows(proxy.store)
     tiny = tmp_path / "tiny.yaml"  # a budget this small compacts the next call: a checkpoint, on the copy only
     tiny.write_text(json.dumps({"name": "tiny", "recent_turns": 2, "budget": {"max_input_tokens": 1000}}))
     inspected = workset("inspect", session, "--config", str(proxy.config_path), "--policy", str(tiny))
     assert inspected.returncode == 0, inspected.stderr
     assert "policy tiny" in inspected.stdout and "this call compacts" in inspected.stdout
-    assert rows(Path(proxy.store)) == before
+    assert rows(proxy.store) == before
 
 
 @pytest.mark.parametrize("args, needle", [
     (("show", "000000000000"), "'000000000000' not found"),
     (("show", "nope"), "12 lowercase hex digits"),
-    (("inspect", "s_nope"), "no session 's_nope'"),
+    # inspect works on a copy of a SQLite store, and says so of a PostgreSQL one
+    (("inspect", "s_nope"), "PostgreSQL store is not copied" if POSTGRES else "no session 's_nope'"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(proxy, fake, args: tuple[str, ...], needle: str) -> None:
     drive(proxy, range(1, 2))
@@ -324,11 +329,11 @@ def forwarded_turns(fake: Any, responses: list[Any], since: int) -> list[tuple[A
 def test_after_a_restart_the_session_continues_with_byte_identical_working_sets(start_proxy, fake, tmp_path,
                                                                                restart_at: int) -> None:
     before, after = range(1, restart_at), range(restart_at, 29)
-    db = tmp_path / "restarted.db"
-    first = start_proxy(store={"path": str(db)})
+    db = store_location(tmp_path / "restarted.db")
+    first = start_proxy(store=store_settings(db))
     responses = drive(first, before)
     first.stop()  # lifespan shutdown: deferred ingest settled, store closed
-    second = start_proxy(store={"path": str(db)})
+    second = start_proxy(store=store_settings(db))
     responses += drive(second, after)
     restarted = forwarded_turns(fake, responses, 0)
 

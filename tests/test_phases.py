@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stores import store_location
+
 from proxy.config import Config
 from proxy.engine import Engine
 from proxy.policy import Policy
@@ -20,7 +22,7 @@ def engine(tmp_path: Path, **phases: Any) -> Engine:
     phases = {"min_ratio": 0.3, **phases}
     policy = build(Policy, {"name": "p", "recent_turns": 2, "phases": phases,
                             "budget": {"max_input_tokens": 6000, "trigger_ratio": 0.9, "target_ratio": 0.3}})
-    return Engine(Config(), {"p": policy}, open_store(tmp_path / "s.db"), COUNTER)
+    return Engine(Config(), {"p": policy}, open_store(store_location(tmp_path / "s.db")), COUNTER)
 
 
 def exchange(call_id: str, tool: str, command: str, output: str) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from properties import PathState, violations
+from stores import run_sql, store_location
 
 from proxy.config import Config
 from proxy.engine import Engine
@@ -79,7 +80,7 @@ policies = st.builds(
 
 
 def replay(policy: Policy, messages: list[dict[str, Any]], calls_at: list[int], folder: Path) -> list[bytes]:
-    engine = Engine(Config(), {policy.name: policy}, open_store(folder / "store.db"), COUNTER)
+    engine = Engine(Config(), {policy.name: policy}, open_store(store_location(folder / "store.db")), COUNTER)
     sent = []
     expected = PathState(COUNTER)
     try:
@@ -108,7 +109,8 @@ def test_invariants_hold_on_every_turn_and_output_is_deterministic(conversation,
 @given(conversation=conversations(), policy=policies)
 def test_prefix_is_byte_identical_between_compactions(conversation, policy, tmp_path_factory) -> None:
     messages, calls_at = conversation
-    engine = Engine(Config(), {policy.name: policy}, open_store(tmp_path_factory.mktemp("c") / "store.db"), COUNTER)
+    store = open_store(store_location(tmp_path_factory.mktemp("c") / "store.db"))
+    engine = Engine(Config(), {policy.name: policy}, store, COUNTER)
     previous: list[dict[str, Any]] | None = None
     try:
         for end in calls_at:
@@ -155,7 +157,8 @@ def test_the_fold_saved_at_a_compaction_is_the_state_the_ledger_folds_to(tmp_pat
         messages.append({"role": "tool", "tool_call_id": f"call_{step}",
                          "content": f'{{"order_id": "#W{step % 4}", "amount": {100 + step}}}\n{fields}\n' + "log " * 150})
         calls_at.append(len(messages))
-    store = open_store(tmp_path / "store.db")
+    location = store_location(tmp_path / "store.db")
+    store = open_store(location)
     engine = Engine(Config(), {policy.name: policy}, store, COUNTER)
     for end in calls_at:
         prepared = engine.prepare({"model": "m", "messages": orjson.loads(orjson.dumps(messages[:end]))}, "caller",
@@ -166,7 +169,7 @@ def test_the_fold_saved_at_a_compaction_is_the_state_the_ledger_folds_to(tmp_pat
     assert store.fold_on_path(sessions, hashes) is not None, "the conversation compacted"
     from_fold = path_state(store, sessions, hashes)
     store.flush()
-    store._write.execute("DELETE FROM folds")
+    run_sql(location, "DELETE FROM folds")
     from_ledger = path_state(store, sessions, hashes)
     for state, nodes in (from_fold, from_ledger):
         assert list(state.facts.items()) == list(branch.state.facts.items())

@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 from fakeupstream import Completion, CutStream, Error, Hang, ToolCall, Usage
+from stores import POSTGRES, run_sql
 
 pytestmark = pytest.mark.e2e
 
@@ -145,9 +146,15 @@ def test_sessions_belong_to_the_callers_key(proxy, fake) -> None:
     assert one.headers["x-workset-session"] != two.headers["x-workset-session"]
     proxy.flush()
     assert len(proxy.engine.store.sessions()) == 2
-    db = Path(proxy.store)
-    store_bytes = db.read_bytes() + db.with_name("store.db-wal").read_bytes()
-    assert b"sk-one" not in store_bytes and b"sk-two" not in store_bytes
+    if POSTGRES:  # every row of every table, as text
+        tables = [row[0] for row in run_sql(
+            proxy.store, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+        store_bytes = "".join(str(row[0]) for table in tables
+                              for row in run_sql(proxy.store, f"SELECT CAST(t AS text) FROM {table} t")).encode()
+    else:  # the file itself, and its write-ahead log
+        db = Path(proxy.store)
+        store_bytes = db.read_bytes() + db.with_name("store.db-wal").read_bytes()
+    assert b"gpt-test" in store_bytes and b"sk-one" not in store_bytes and b"sk-two" not in store_bytes
 
 
 def test_two_runs_of_one_task_fork_and_never_share_state(proxy, fake) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from fakeupstream import Completion, ToolCall
+from stores import store_settings
 
 pytestmark = pytest.mark.e2e
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stores import store_location
 
 from proxy import passages
 from proxy.recall import Resolver
@@ -256,7 +257,7 @@ def stored(store: Store, session: str, ref: str, content: str) -> None:
 
 
 def test_search_finds_a_chinese_word_inside_chinese_text_of_its_own_session_only(tmp_path: Path) -> None:
-    store = open_store(tmp_path / "s.db")
+    store = open_store(store_location(tmp_path / "s.db"))
     try:
         for session in ("a", "b"):
             store.create_session(session, "k", session, "m", "p")
@@ -317,7 +318,7 @@ class Recorded:
 
 @pytest.fixture
 def recorded(tmp_path: Path) -> Any:
-    recorded = Recorded(tmp_path / "s.db")
+    recorded = Recorded(store_location(tmp_path / "s.db"))
     yield recorded
     recorded.store.close()
 

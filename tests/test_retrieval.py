@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stores import store_location
+
 from proxy.config import Config
 from proxy.engine import Engine
 from proxy.policy import Policy
@@ -21,7 +23,7 @@ POLICY = build(Policy, {"name": "r", "budget": {"max_input_tokens": 3000}, "rece
 
 
 def engine(tmp_path: Path) -> Engine:
-    return Engine(Config(), {"r": POLICY}, open_store(tmp_path / "s.db"), COUNTER)
+    return Engine(Config(), {"r": POLICY}, open_store(store_location(tmp_path / "s.db")), COUNTER)
 
 
 def call(call_id: str, command: str) -> dict[str, Any]:

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stores import POSTGRES, run_sql, sqlite_only, store_location
 from test_inspect import conversation
 
 from proxy.config import Config
 from proxy.engine import Engine
+from proxy.pgstore import PostgresStore
 from proxy.policy import BudgetRules, Policy
 from proxy.records import Action, Fact
 from proxy.storage import NewMessage, Scope, Store, open_store
@@ -23,7 +25,7 @@ from proxy.tokens import TokenCounter
 COUNTER = TokenCounter()
 POLICY = replace(Policy(name="tight"), recent_turns=2, budget=replace(BudgetRules(), max_input_tokens=2500))
 
-BACKENDS = [SqliteStore]
+BACKENDS = [SqliteStore, PostgresStore]
 
 
 def protocol_methods() -> dict[str, inspect.Signature]:
@@ -53,7 +55,7 @@ def ledger(store: Store, session: str) -> tuple[int, int]:
 def test_a_request_s_yield_written_twice_is_stored_once(tmp_path: Path) -> None:
     """Two processes sharing one store that both ingest the same request before either sees the other's write (or
     one write retried) store what its messages yield once: facts and actions have unique keys."""
-    path = tmp_path / "store.db"
+    path = store_location(tmp_path / "store.db")
     stores = [open_store(path), open_store(path)]
     node = NewMessage("n1", None, 0, {"role": "tool", "content": "status: paid"}, 5, "rn1", "bash", "", "ok", "x")
     facts = [("n1", Fact("field", "status", "paid", 0, "rn1", "tool"), None),
@@ -73,7 +75,7 @@ def test_a_request_s_yield_written_twice_is_stored_once(tmp_path: Path) -> None:
 def test_a_conversation_ingested_twice_never_duplicates_the_ledger(tmp_path: Path) -> None:
     """Two processes sharing one store (here two engines, each with its own connection and cache) ingest the same
     requests of a session: what each message yields is stored once."""
-    path = tmp_path / "store.db"
+    path = store_location(tmp_path / "store.db")
     messages = conversation(24)
     engines = [Engine(Config(), {"tight": POLICY}, open_store(path), COUNTER) for _ in range(2)]
     try:
@@ -93,6 +95,7 @@ def test_a_conversation_ingested_twice_never_duplicates_the_ledger(tmp_path: Pat
             engine.store.close()
 
 
+@sqlite_only  # a SQLite store of schema 7 (PostgreSQL stores began at schema 10)
 def test_a_store_from_before_unique_yields_keeps_one_of_each_duplicate(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     open_store(path).close()
@@ -115,12 +118,75 @@ def test_workset_migrate_creates_or_upgrades_the_store_and_exits(tmp_path: Path,
     from proxy.store import SCHEMA_VERSION
 
     path = tmp_path / "new" / "store.db"
-    assert main(["migrate", "--store", str(path)]) == 0
-    assert f"schema {SCHEMA_VERSION}" in capsys.readouterr().out and path.is_file()
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
-    conn.close()
-    assert main(["migrate", "--store", str(path)]) == 0
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
-    conn.close()
+    location = store_location(path)
+    assert main(["migrate", "--store", location]) == 0
+    assert f"schema {SCHEMA_VERSION}" in capsys.readouterr().out and (POSTGRES or path.is_file())
+    run_sql(location, "UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    assert main(["migrate", "--store", location]) == 0
+    assert run_sql(location, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
+
+
+def test_whatever_a_tool_printed_is_stored_and_found_by_its_words(tmp_path: Path) -> None:
+    """Every backend stores a tool output with NUL characters, and finds it by any of its words: inside markup
+    (a script element's too), paths and dotted names, as SQLite's tokenizer splits them."""
+    store = open_store(store_location(tmp_path / "store.db"))
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}
+    output = "exit\x000 <returncode>1</returncode> <script>alert('owned')</script> see src/parser.py"
+    answer = {"role": "tool", "tool_call_id": "call_1", "content": output}
+    try:
+        store.create_session("S", "key", None, "m", "p")
+        store.record(Scope.whole("S"), [NewMessage("a1", None, 0, call, 5, "ra1", "", "", "", None),
+                                        NewMessage("t1", "a1", 1, answer, 5, "rt1", "bash", "", "ok", output)],
+                     [], [], "m", "p", 2)
+        for query in ("owned", "returncode", "parser", "parser.py", "src/parser.py"):
+            assert [hit["ref"] for hit in store.search_evidence(Scope.whole("S"), query)] == ["rt1"], query
+        turn = store.turn(Scope.whole("S"), "a1")
+        assert turn is not None and [(found.ref, found.call_id) for found in turn.answers] == [("rt1", "call_1")]
+        assert store.failed_writes == 0
+    finally:
+        store.close()
+
+
+@pytest.mark.skipif(not POSTGRES, reason="one process at a time: SQLite has one process, nothing to hold")
+def test_a_lock_is_held_by_one_process_at_a_time_and_shared_by_its_threads(tmp_path: Path) -> None:
+    """Threads of one replica share its hold (SQLite's single process orders its threads itself); another replica
+    waits until the last of them leaves, and one that waits past store.lock_timeout_s gives up without calling the
+    database unavailable."""
+    import threading
+
+    from proxy.config import StoreSettings
+    from proxy.pgstore import LockWaitTimeout
+
+    location = store_location(tmp_path / "store.db")
+    here, there = open_store(location), open_store(location, StoreSettings(lock_timeout_s=0.3))
+    events: list[str] = []
+    entered, leave = threading.Event(), threading.Event()
+
+    def other_replica() -> None:
+        with there.exclusive("session:S"):
+            events.append("there")
+
+    def second_thread() -> None:
+        with here.exclusive("session:S"):
+            entered.set()
+            leave.wait(10)
+
+    worker = threading.Thread(target=second_thread)
+    try:
+        with here.exclusive("session:S"):
+            with pytest.raises(LockWaitTimeout):
+                other_replica()
+            assert here.unavailable() == there.unavailable() == ""
+            worker.start()
+            assert entered.wait(5), "a second thread of the same process waited for the first"
+        with pytest.raises(LockWaitTimeout):  # the first thread left; the second still holds it for the process
+            other_replica()
+        leave.set()
+        worker.join(10)
+        other_replica()  # the last of them left: the other replica takes it
+        assert events == ["there"]
+    finally:
+        leave.set()
+        here.close()
+        there.close()

@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from stores import store_location
+
 from proxy.records import Fact
-from proxy.storage import NewMessage, Scope
-from proxy.store import SqliteStore
+from proxy.storage import NewMessage, Scope, open_store
 
 WAIT_S = 30  # bounds a hang; never reached when the store behaves
 
@@ -26,7 +27,7 @@ def in_thread(work: object) -> tuple[threading.Thread, list[object]]:
 
 
 def test_reads_wait_for_their_own_sessions_writes_only(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "store.db")
+    store = open_store(store_location(tmp_path / "store.db"))
     gate = threading.Event()
     try:
         store.create_session("A", "key", None, "m", "p")
@@ -56,7 +57,7 @@ def test_reads_wait_for_their_own_sessions_writes_only(tmp_path: Path) -> None:
 
 
 def test_a_queued_child_counts_as_a_fork(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "store.db")
+    store = open_store(store_location(tmp_path / "store.db"))
     gate = threading.Event()
     try:
         store.create_session("A", "key", None, "m", "p")

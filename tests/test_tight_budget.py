@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stores import store_location
+
 from proxy.config import Config
 from proxy.engine import Engine
 from proxy.policy import Policy
@@ -27,7 +29,7 @@ USER = {"name": {"first_name": "Mia", "last_name": "Li"}, "dob": "1990-04-05",
 
 def engine(tmp_path: Path, **rules: Any) -> Engine:
     policy = build(Policy, {"name": "p", "budget": {"max_input_tokens": BUDGET}, **rules})
-    return Engine(Config(), {"p": policy}, open_store(tmp_path / "s.db"), COUNTER)
+    return Engine(Config(), {"p": policy}, open_store(store_location(tmp_path / "s.db")), COUNTER)
 
 
 def call(call_id: str, name: str, arguments: dict[str, Any], output: Any) -> list[dict[str, Any]]:
@@ -107,7 +109,8 @@ def test_one_tool_output_takes_at_most_its_share_of_a_small_budget(tmp_path: Pat
 def test_an_auto_budget_caps_the_room_not_the_whole_request(tmp_path: Path) -> None:
     """An agent whose tools and system prompt alone pass auto_max_tokens still gets that much room for its work."""
     policy = build(Policy, {"name": "p", "budget": {"max_input_tokens": "auto", "auto_max_tokens": 1500}})
-    eng = Engine(Config(), {"p": policy}, open_store(tmp_path / "s.db"), COUNTER, context_window=lambda model: 200_000)
+    eng = Engine(Config(), {"p": policy}, open_store(store_location(tmp_path / "s.db")), COUNTER,
+                 context_window=lambda model: 200_000)
     messages = conversation(12)
     results = []
     for end in range(3, len(messages) + 1):

@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stores import store_location
 
 from proxy import anthropic, responses
 from proxy.errors import WorksetError
@@ -110,7 +111,7 @@ def test_what_the_edges_accept_the_core_takes_without_failing(tmp_path_factory: 
     from proxy.tokens import TokenCounter
 
     policy = replace(Policy(name="tight"), recent_turns=1, budget=replace(BudgetRules(), max_input_tokens=400))
-    store = open_store(tmp_path_factory.mktemp("wire") / "store.db")
+    store = open_store(store_location(tmp_path_factory.mktemp("wire") / "store.db"))
     engine = Engine(Config(), {"tight": policy}, store, TokenCounter())
     try:
         for edge, body in ((anthropic, {"model": "m", "max_tokens": 5, "messages": messages}),
