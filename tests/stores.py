@@ -27,6 +27,21 @@ sqlite_only = pytest.mark.skipif(POSTGRES, reason="reads the SQLite file itself;
 once_per_make_test = pytest.mark.skipif(POSTGRES, reason="its stores are PostgreSQL in either pass: it ran in the first")
 
 
+def _postgres_answers(url: str) -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+# a test that starts replicas on the PostgreSQL test database, whatever this run's own stores are
+requires_postgres = pytest.mark.skipif(not _postgres_answers(REPLICAS_DATABASE),
+                                       reason=f"PostgreSQL not reachable at {REPLICAS_DATABASE}")
+
+
 def store_location(path: Path | str) -> str:
     """The store standing for the SQLite file `path`: that file, or a PostgreSQL schema of its own."""
     if not POSTGRES:

@@ -21,7 +21,7 @@ import openai
 import pytest
 import yaml
 from servers import ServerProcess, ServerThread, free_port
-from stores import REPLICAS_DATABASE, once_per_make_test, schema_url
+from stores import once_per_make_test, requires_postgres, schema_url
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -32,23 +32,11 @@ from proxy.evaluate.run import agent_turns
 from proxy.storage import open_store
 
 REPO = Path(__file__).resolve().parent.parent
-DATABASE = REPLICAS_DATABASE
 SESSIONS = int(os.environ.get("WORKSET_REPLICA_SESSIONS", "20"))
 TURNS = int(os.environ.get("WORKSET_REPLICA_TURNS", "16"))  # per conversation (make test); the traces have 31-165
 POLICY = "name: replay\nbudget: {max_input_tokens: 9000}\nrecent_turns: 4\n"
 
 
-def _postgres_reachable() -> bool:
-    try:
-        import psycopg
-
-        with psycopg.connect(DATABASE, connect_timeout=3):
-            return True
-    except Exception:
-        return False
-
-
-requires_postgres = pytest.mark.skipif(not _postgres_reachable(), reason=f"PostgreSQL not reachable at {DATABASE}")
 pytestmark = [pytest.mark.e2e, pytest.mark.traces, requires_traces, requires_postgres, once_per_make_test]
 
 

@@ -17,25 +17,14 @@ import pytest
 import yaml
 from relay import Relay
 from servers import ServerProcess, free_port
-from stores import REPLICAS_DATABASE, once_per_make_test, run_sql, schema_url
+from stores import once_per_make_test, requires_postgres, run_sql, schema_url
 
 REPO = Path(__file__).resolve().parent.parent
 OUTAGE_S = float(os.environ.get("WORKSET_OUTAGE_S", "30"))
 CONVERSATIONS = 4
 
 
-def _postgres_reachable() -> bool:
-    try:
-        import psycopg
-
-        with psycopg.connect(REPLICAS_DATABASE, connect_timeout=3):
-            return True
-    except Exception:
-        return False
-
-
-pytestmark = [pytest.mark.e2e, once_per_make_test,
-              pytest.mark.skipif(not _postgres_reachable(), reason=f"PostgreSQL not reachable at {REPLICAS_DATABASE}")]
+pytestmark = [pytest.mark.e2e, once_per_make_test, requires_postgres]
 
 
 def _through(relay: Relay, url: str) -> str:
