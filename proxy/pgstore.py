@@ -9,6 +9,7 @@ instead of waiting again: requests go out as the agent sent them (fail open) and
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -114,6 +115,8 @@ class PostgresStore(SqlStore):
         self._down_until = 0.0  # while the clock is before it, calls fail at once (the database just failed)
         self._down_why = ""
         self._state_lock = threading.Lock()
+        # The pool logs each failed reconnection in plain text; the store's own log says when it went down and why.
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         self._pool = ConnectionPool(url, min_size=1, max_size=settings.pool_size, timeout=settings.timeout_s,
                                     open=False, configure=self._configure, name="workset-store",
                                     kwargs={"autocommit": True, "connect_timeout": max(1, round(settings.timeout_s))})
