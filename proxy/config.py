@@ -89,7 +89,7 @@ class StoreSettings:
         5.0, "PostgreSQL: after the database failed to answer, how long requests go out as sent before it is tried "
              "again", min=0.1)
     lock_timeout_s: float = setting(
-        30.0, "PostgreSQL: longest wait for another replica to finish building a request of the same conversation",
+        10.0, "PostgreSQL: longest wait for another replica to finish building a request of the same conversation",
         min=0.1)
 
     @property
