@@ -100,7 +100,9 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        log.info("started", store=location if not store.shared else "postgresql",  policy=config.policy, models=[d.model_name for d in config.model_list])
+        # a database URL may hold a password: the log names the backend only
+        log.info("started", store="postgresql" if store.shared else location, policy=config.policy,
+                 models=[d.model_name for d in config.model_list])
         retention = start_retention(engine, config.store.retention_days)
         try:
             yield
