@@ -233,11 +233,12 @@ def migrate(args: argparse.Namespace) -> int:
     """Create or upgrade the store's schema and exit (workset serve does it too, at start-up): for an operator who
     upgrades before starting the new version."""
     from .sqlstore import SCHEMA_VERSION
+    from .storage import without_password
 
     settings = load_config(*_admin_config(args))[0].store
     with _open_store(settings.location, settings):
         pass
-    print(f"store {_shown(settings.location)}: schema {SCHEMA_VERSION}")
+    print(f"store {without_password(settings.location)}: schema {SCHEMA_VERSION}")
     return 0
 
 
@@ -266,13 +267,6 @@ def _store_override(store: str | None) -> dict[str, object]:
     return {"store.url": store} if is_database_url(store) else {"store.path": store, "store.url": ""}
 
 
-def _shown(location: str) -> str:
-    """A store's location for a message: a URL without its password."""
-    from .storage import is_database_url
-
-    return location.split("@")[-1] if is_database_url(location) else location
-
-
 def _store_path(args: argparse.Namespace) -> str:
     """--store, else store.url or store.path; a SQLite file must exist: admin commands never create a store."""
     settings = load_config(*_admin_config(args))[0].store
@@ -283,12 +277,12 @@ def _store_path(args: argparse.Namespace) -> str:
 
 @contextmanager
 def _open_store(location: str | Path, settings: Any = None) -> Iterator[Any]:
-    from .storage import open_store
+    from .storage import open_store, without_password
 
     try:
         store = open_store(location, settings)
     except (sqlite3.Error, RuntimeError) as error:
-        raise CommandError(f"cannot open the store {_shown(str(location))}: {error}") from error
+        raise CommandError(f"cannot open the store {without_password(str(location))}: {error}") from error
     try:
         yield store
     finally:

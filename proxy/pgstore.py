@@ -22,8 +22,8 @@ from psycopg_pool import ConnectionPool
 
 from .config import StoreSettings
 from .logs import get_logger
-from .sqlstore import SCHEMA_VERSION, SqlStore, marks
-from .storage import Scope
+from .sqlstore import SCHEMA_VERSION, SqlStore
+from .storage import without_password
 from .writequeue import WriteQueue
 
 _SHORT = "text COLLATE \"C\""  # ids, hashes and refs: compared byte by byte (ranges on hashes, like SQLite)
@@ -107,6 +107,10 @@ class PostgresStore(SqlStore):
     # a body holding a NUL character (escaped: \u0000) is valid json, but ->> refuses to read any of it
     CALL_ID = "(CAST(replace(m.body, '\\u0000', '\\ufffd') AS json) ->> 'tool_call_id')"
     CONTAINS = "strpos(lower(content), ?) > 0"
+    # the generated tsvector over the English configuration (stemmed, as SQLite's porter tokenizer is)
+    MATCH_FROM = "evidence e, websearch_to_tsquery('english', ?) q"
+    MATCH_WHERE = "e.tsv @@ q"
+    MATCH_RANK = "-ts_rank_cd(e.tsv, q)"
     shared = True
 
     def __init__(self, url: str, settings: StoreSettings = StoreSettings()) -> None:
@@ -124,7 +128,7 @@ class PostgresStore(SqlStore):
             self._pool.open(wait=True, timeout=max(settings.timeout_s, 5.0))
         except Exception as error:
             self._pool.close()
-            raise RuntimeError(f"cannot reach the store at {_safe(url)}: {error}") from error
+            raise RuntimeError(f"cannot reach the store at {without_password(url)}: {error}") from error
         self.migrate()
         self._writer: psycopg.Connection[Any] | None = None  # the writer thread's own
         self._holds: dict[str, _Hold] = {}  # the locks of `exclusive` this process holds (or is taking), by name
@@ -183,7 +187,7 @@ class PostgresStore(SqlStore):
             self._down_until = time.monotonic() + self.settings.retry_s
             self._down_why = f"{error.__class__.__name__}: {str(error).strip()[:200]}"
         if first:
-            get_logger().error("store_degraded", store=_safe(self.url), error=self._down_why,
+            get_logger().error("store_degraded", store=without_password(self.url), error=self._down_why,
                                retry_s=self.settings.retry_s,
                                note="requests go out as sent until the store answers again")
 
@@ -194,7 +198,7 @@ class PostgresStore(SqlStore):
             if not self._down_until:
                 return
             self._down_until, why = 0.0, self._down_why
-        get_logger().info("store_recovered", store=_safe(self.url), was=why)
+        get_logger().info("store_recovered", store=without_password(self.url), was=why)
         self._pool.check()  # connections that died meanwhile are replaced, not handed out
 
     def _writer_connection(self) -> psycopg.Connection[Any]:
@@ -226,7 +230,7 @@ class PostgresStore(SqlStore):
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             version = int(row[0]) if row else 0
             if version > SCHEMA_VERSION:
-                raise RuntimeError(f"store {_safe(self.url)} has schema {version}, newer than this workset "
+                raise RuntimeError(f"store {without_password(self.url)} has schema {version}, newer than this workset "
                                    f"({SCHEMA_VERSION})")
             for number, statements in _MIGRATIONS:
                 if number > version:
@@ -263,15 +267,8 @@ class PostgresStore(SqlStore):
         assert self._writer is not None
         return self._writer.execute(_placeholders(query), _values(params)).fetchall()
 
-    def _matches(self, scope: Scope, words: list[str], on_path: str, path_args: tuple[str, ...],
-                 limit: int) -> list[dict[str, Any]]:
-        """Ranked by ts_rank_cd over the English configuration (stemmed, as SQLite's porter tokenizer is)."""
-        return self._rows(
-            "SELECT e.ref, e.tool, e.role, e.content, ts_rank_cd(e.tsv, q) AS rank"
-            " FROM evidence e, websearch_to_tsquery('english', ?) q"
-            f" WHERE e.tsv @@ q AND e.session_id IN ({marks(len(scope.sessions))})"
-            + on_path.format(node="e.node") + " ORDER BY rank DESC, e.id LIMIT ?",
-            (" or ".join(f'"{word.translate(_UNPUNCTUATE)}"' for word in words), *path_args, limit))
+    def _match_query(self, words: list[str]) -> str:
+        return " or ".join(f'"{word.translate(_UNPUNCTUATE)}"' for word in words)
 
     def _number_turns(self, session_id: str) -> None:
         """Replicas number a session's turns in turn: the lock lasts until the writer's transaction ends."""
@@ -398,13 +395,3 @@ def _first_schema(search_path: str) -> str:
         if name and name != "$user":
             return name
     return ""
-
-
-def _safe(url: str) -> str:
-    """The URL without its password, for logs and errors."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "(unparsable store URL)"
-    info.pop("password", None)
-    return " ".join(f"{key}={value}" for key, value in info.items())

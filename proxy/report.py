@@ -14,7 +14,7 @@ from .accounting import Account, saving
 from .decisions import FORWARDED_AS_SENT, STATE, unpack
 from .messages import PINNED_ROLES
 from .records import Message
-from .storage import Store
+from .storage import SUMMED_COUNTS, Store
 from .workingset import COMPACTED, EXCERPTED, MASKED, PASTE, VERBATIM, first_user, made_key
 from .workingset import REMOVED as REMOVED_CODE
 
@@ -91,11 +91,6 @@ class Savings:
         return f"workset saved ${saved:.4f} ({(self.saved_share or 0) * 100:.1f}%)"
 
 
-# figures a session's savings row sums over its requests (Store.turn_totals sums them in SQL)
-SUMMED = ("tokens_original", "tokens_sent", "input_tokens", "cached_tokens", "cache_write_tokens", "whole_tokens",
-          "whole_cached_tokens")
-
-
 def savings(store: Store, key_hash: str | None, since: float = 0.0, limit: int = 100) -> list[Savings]:
     """The savings table: one row per session active since `since`, most recent first (of one key; None: all)."""
     return [_savings(row) for row in store.turn_totals(key_hash, since, limit)]
@@ -105,7 +100,7 @@ def _savings(row: dict[str, Any]) -> Savings:
     """A session's row of summed figures (turn_totals' columns) as Savings: dollars only where a price was known."""
     priced = bool(row["priced"])
     return Savings(row["id"], row["client_id"] or row["explicit_id"] or "", row["model"] or "", row["policy"] or "",
-                   row["turns"], *(row[name] or 0 for name in SUMMED), row["cost"] if priced else None,
+                   row["turns"], *(row[name] or 0 for name in SUMMED_COUNTS), row["cost"] if priced else None,
                    row["cost_whole"] if priced else None, row["compactions"] or 0, row["reported"] or 0,
                    row["first_at"], row["last_at"])
 
@@ -131,7 +126,7 @@ def session_total(session: dict[str, Any], turns: list[dict[str, Any]]) -> Savin
     return _savings({
         "id": session["id"], "client_id": session.get("client_id"), "explicit_id": session.get("explicit_id"),
         "model": session.get("model"), "policy": session.get("policy"), "turns": len(turns),
-        **{name: sum(turn[name] or 0 for turn in turns) for name in SUMMED},
+        **{name: sum(turn[name] or 0 for turn in turns) for name in SUMMED_COUNTS},
         "priced": len(priced), "cost": sum(turn["cost"] for turn in priced),
         "cost_whole": sum(turn["cost_whole"] or 0.0 for turn in priced),
         "compactions": sum(bool(turn["compaction"]) for turn in turns),

@@ -19,7 +19,7 @@ import orjson
 from .jsonbytes import encode_json
 from .passages import has_cjk, query_words
 from .records import Action, Fact
-from .storage import Answer, NewMessage, NodeRow, Scope, StoredTurn
+from .storage import SUMMED_COUNTS, Answer, NewMessage, NodeRow, Scope, StoredTurn
 from .writequeue import WriteQueue
 
 SCHEMA_VERSION = 10
@@ -28,10 +28,6 @@ IN_CHUNK = 500  # host parameters per IN (...) query
 # what identifies a fact or an action a message yielded (the unique keys of ingest)
 UNIQUE_YIELDS = {"facts": ("session_id", "node", "kind", "key", "value"),
                  "actions": ("session_id", "node", "call_id", "tool", "arguments")}
-
-# a turn's counts summed per session (integers in every dialect)
-SUMMED_COUNTS = ("tokens_original", "tokens_sent", "input_tokens", "cached_tokens", "cache_write_tokens", "whole_tokens",
-                 "whole_cached_tokens", "reported")
 
 # the tables that hold a session's rows, deleted with it
 SESSION_TABLES = ("messages", "facts", "actions", "evidence", "checkpoints", "folds", "turns", "shown", "pending_recall")
@@ -46,6 +42,11 @@ class SqlStore:
     JSON_LIST = "json_each(?)"  # the rows (column `value`) of a JSON array given as text
     CALL_ID = "json_extract(m.body, '$.tool_call_id')"  # a stored message's tool_call_id
     CONTAINS = "instr(lower(content), ?) > 0"  # a stored content contains a lower-case word
+    # full-text search: where matches come from (evidence as e; the one ? is the query), what matches, and the
+    # rank, lowest best (FTS5's BM25 over a porter-stemmed index)
+    MATCH_FROM = "evidence_fts JOIN evidence e ON e.id = evidence_fts.rowid"
+    MATCH_WHERE = "evidence_fts MATCH ?"
+    MATCH_RANK = "bm25(evidence_fts)"
     # Whether other processes share this store (replicas): then a session's cached state is checked against the
     # store before each request, and writes are made durable before the answer that follows them.
     shared = False
@@ -70,10 +71,9 @@ class SqlStore:
         """A read on the writer's connection, inside its batch transaction."""
         raise NotImplementedError
 
-    def _matches(self, scope: Scope, words: list[str], on_path: str, path_args: tuple[str, ...],
-                 limit: int) -> list[dict[str, Any]]:
-        """Full-text matches of any of `words` within the scope, best first (ref, tool, role, content, rank)."""
-        raise NotImplementedError
+    def _match_query(self, words: list[str]) -> str:
+        """The full-text query for any of `words`."""
+        return " OR ".join(f'"{word}"' for word in words)
 
     def exclusive(self, name: str) -> AbstractContextManager[None]:
         """Held by one process at a time among those sharing the store (nothing to hold for one process)."""
@@ -207,7 +207,7 @@ class SqlStore:
         )
         if len(sessions) > 1:  # the sessions it forked from live as long as it does
             self._exec(f"UPDATE sessions SET updated_at = ? WHERE id IN ({marks(len(sessions) - 1)})",
-                         (now, *sessions[:-1]))
+                       (now, *sessions[:-1]))
 
     def path_records(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[list[tuple[str, Fact]], list[tuple[str, Action]]]:
         """Facts and actions stored for the nodes of one path (whose nodes lie in `sessions`), with their nodes,
@@ -354,15 +354,19 @@ class SqlStore:
         path = scope.path
         on_path = f" AND {{node}} IN (SELECT value FROM {self.JSON_LIST})" if path is not None else ""
         path_args: tuple[str, ...] = (*scope.sessions, *((orjson.dumps(list(path)).decode(),) if path is not None else ()))
-        hits = self._matches(scope, words, on_path, path_args, limit)
+        # (the reads below never wait for queued writes: `fresh` decided that above)
+        in_sessions = marks(len(scope.sessions))
+        hits = self._dicts(
+            f"SELECT e.ref, e.tool, e.role, e.content, {self.MATCH_RANK} AS rank FROM {self.MATCH_FROM}"
+            f" WHERE {self.MATCH_WHERE} AND e.session_id IN ({in_sessions})" + on_path.format(node="e.node")
+            + " ORDER BY rank, e.id LIMIT ?", (self._match_query(words), *path_args, limit))
         cjk = [word for word in words if has_cjk(word)]
         if cjk and len(hits) < limit:
             found = {hit["ref"] for hit in hits}
-            more = self._rows(
-                f"SELECT ref, tool, role, content FROM evidence WHERE session_id IN ({marks(len(scope.sessions))})"
+            more = self._dicts(
+                f"SELECT ref, tool, role, content FROM evidence WHERE session_id IN ({in_sessions})"
                 + on_path.format(node="node") + " AND (" + " OR ".join(self.CONTAINS for _ in cjk)
-                + ") ORDER BY id DESC LIMIT ?",
-                (*path_args, *cjk, limit + len(found)), scope.sessions)
+                + ") ORDER BY id DESC LIMIT ?", (*path_args, *cjk, limit + len(found)))
             hits += [hit for hit in more if hit["ref"] not in found][:limit - len(hits)]
         return hits
 
@@ -385,6 +389,10 @@ class SqlStore:
         """Rows as dicts, once the queued writes are in: those of `sessions` only, when the query reads only theirs
         (a reader never waits behind another tenant's writes), else all."""
         self.flush(sessions)
+        return self._dicts(query, params)
+
+    def _dicts(self, query: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        """Rows as dicts, as the database holds them now."""
         names, rows = self._fetch(query, params)
         return [dict(zip(names, row)) for row in rows]
 
@@ -469,7 +477,7 @@ class SqlStore:
         scope = " AND s.key_hash = ?" if key_hash is not None else ""
         return self._rows(
             "SELECT s.id, s.explicit_id, s.client_id, s.model, s.policy, s.messages, count(*) AS turns, "
-            + ", ".join(f"CAST(sum(t.{column}) AS BIGINT) AS {column}" for column in SUMMED_COUNTS) +
+            + ", ".join(f"CAST(sum(t.{column}) AS BIGINT) AS {column}" for column in (*SUMMED_COUNTS, "reported")) +
             ", sum(t.cost) AS cost, sum(t.cost_whole) AS cost_whole, count(t.cost) AS priced,"
             " sum(CASE WHEN t.compaction != '' THEN 1 ELSE 0 END) AS compactions,"
             " min(t.created_at) AS first_at, max(t.created_at) AS last_at"

@@ -13,9 +13,15 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 from .config import StoreSettings
 from .records import Action, Fact
+
+
+# a forwarded request's counts that sum per session (the savings table; integers in every dialect)
+SUMMED_COUNTS = ("tokens_original", "tokens_sent", "input_tokens", "cached_tokens", "cache_write_tokens", "whole_tokens",
+                 "whole_cached_tokens")
 
 
 @dataclass(frozen=True)
@@ -215,3 +221,12 @@ def open_store(location: str | Path, settings: StoreSettings | None = None) -> S
 
 def is_database_url(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
+
+
+def without_password(location: str) -> str:
+    """A store's location fit for a log line or a message: a URL's password left out."""
+    parts = urlsplit(location) if is_database_url(location) else None
+    if parts is None or parts.password is None:
+        return location
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}@{host}"))

@@ -11,8 +11,7 @@ from typing import Any, Callable, Sequence
 
 import sqlite_utils
 
-from .sqlstore import SCHEMA_VERSION, UNIQUE_YIELDS, SqlStore, marks
-from .storage import Scope
+from .sqlstore import SCHEMA_VERSION, UNIQUE_YIELDS, SqlStore
 from .writequeue import WriteQueue
 
 
@@ -193,16 +192,6 @@ class SqliteStore(SqlStore):
 
     def _exec_rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._write.execute(query, params).fetchall()
-
-    def _matches(self, scope: Scope, words: list[str], on_path: str, path_args: tuple[str, ...],
-                 limit: int) -> list[dict[str, Any]]:
-        """BM25 over the FTS5 index (porter stemming)."""
-        return self._rows(
-            "SELECT evidence.ref, evidence.tool, evidence.role, evidence.content, bm25(evidence_fts) AS rank"
-            " FROM evidence_fts JOIN evidence ON evidence.id = evidence_fts.rowid"
-            f" WHERE evidence_fts MATCH ? AND evidence.session_id IN ({marks(len(scope.sessions))})"
-            + on_path.format(node="evidence.node") + " ORDER BY rank LIMIT ?",
-            (" OR ".join(f'"{word}"' for word in words), *path_args, limit))
 
     def size_bytes(self) -> int:
         """The database file and its write-ahead log on disk (0 for an in-memory store)."""

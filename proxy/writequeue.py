@@ -85,15 +85,15 @@ class WriteQueue:
     `connection()` gives the writer thread its connection (anything with `execute(sql)`; a backend may reconnect
     there after a failure); `begin` opens a transaction; `retryable(error)` tells a write that lost a race with
     another process (a deadlock, a serialisation failure): it is tried once more, alone, after its batch.
-    `failed(sessions)` hears of the sessions whose writes were lost, so their cached state is rebuilt from the store."""
+    `on_failed(sessions)` hears of the sessions whose writes were lost, so their cached state is rebuilt from the
+    store."""
 
     def __init__(self, connection: Callable[[], Any], begin: str = "BEGIN",
-                 retryable: Callable[[BaseException], bool] = lambda error: False,
-                 failed: Callable[[set[str]], None] = lambda sessions: None) -> None:
+                 retryable: Callable[[BaseException], bool] = lambda error: False) -> None:
         self._connection = connection
         self._begin = begin
         self._retryable = retryable
-        self.on_failed = failed
+        self.on_failed: Callable[[set[str]], None] = lambda sessions: None
         self._writes: queue.Queue[Write | None] = queue.Queue()
         self.pending = Pending()
         self._writer: threading.Thread | None = None
