@@ -341,9 +341,14 @@ class PostgresStore(SqlStore):
         return conn
 
     def _unlock(self, conn: psycopg.Connection[Any], key: str) -> None:
+        """Let the lock go. Never raises: the block's own outcome stands, and its caller must go on to release
+        what else it holds. If the unlock fails (the connection was cut), the connection is closed, and with it
+        the server drops the lock."""
         try:
             with self._outages():
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+        except Exception:
+            conn.close()
         finally:
             self._pool.putconn(conn)
 

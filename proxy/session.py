@@ -230,7 +230,10 @@ class Sessions:
         """resolve(), with the branch held for this request alone until the block ends. `client_session` is the
         session a client names in its own header (see hashing.root_hash)."""
         root = root_hash(caller, explicit_session, client_session.tree if client_session else None)
-        held = ExitStack()  # the session's lock among replicas sharing the store, until the request is built
+        # What this request holds until the request is built, let go in reverse order whatever any of them raises
+        # (a lock left held would stall every later request of the conversation): the branch's serial lock, then
+        # the session's lock among replicas sharing the store.
+        held = ExitStack()
         with self.serial(root):
             branch, known = self._from_cache(root, messages)
             if branch is None:
@@ -242,39 +245,37 @@ class Sessions:
             # Waits only while a request of this very conversation is still being built on the branch (here, or
             # on another replica).
             branch.serial.acquire()
+            held.callback(branch.serial.release)
             try:
                 held.enter_context(self.store.exclusive("session:" + branch.session_id))
                 if self._stale(branch):
                     # Another replica compacted this session since this one last read it: what the store holds
-                    # now (read under the lock: all that replica's build wrote) replaces the cached path.
-                    branch.serial.release()
+                    # now (read under the lock: all that replica's build wrote) replaces the cached path. (The
+                    # dropped branch's lock is let go with the rest: no request of this process builds on it now.)
                     self.cache.drop(branch)
                     check(messages, 0)
                     branch, known = self._from_store(root, caller, explicit_session, messages, model, policy,
                                                      observations, client_session)
                     branch.serial.acquire()
+                    held.callback(branch.serial.release)
                 with branch.lock:
                     new = self._ingest(branch, caller, messages, known, model, policy, observations)
             except Exception:
-                held.close()
-                branch.serial.release()
                 self.cache.drop(branch)  # memory may be half-updated; the store is the truth
+                held.close()
                 raise
             evicted = self.cache.put(branch)
-        try:
+        with held:
             for old in evicted:
                 try:
                     self.settle(old)
                 except Exception as error:  # its messages come again with its conversation's next request
                     get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
-            yield Resolved(branch, new)
-        finally:
             try:
+                yield Resolved(branch, new)
+            finally:
                 if self.store.shared:  # what this build wrote is readable by the replica that takes the lock next
                     self.store.flush(branch.scope().sessions)
-            finally:
-                held.close()
-                branch.serial.release()
 
     def forget(self, branch: Branch) -> None:
         self.cache.drop(branch)

@@ -119,7 +119,8 @@ class Store(Protocol):
         """Why the store does not answer now ("" when it does): while it is cut off, requests go out as sent."""
 
     def exclusive(self, name: str) -> AbstractContextManager[None]:
-        """Held by one process at a time among those sharing the store, until the block ends."""
+        """Held by one process at a time among those sharing the store, until the block ends. Leaving the block
+        never raises: a lock that cannot be let go (the connection was cut) ends with its connection."""
 
     def on_lost_writes(self, listener: Callable[[set[str]], None]) -> None:
         """Tell `listener` the sessions whose queued writes failed for good (the store was cut off, a disk full)."""

@@ -190,3 +190,65 @@ def test_a_lock_is_held_by_one_process_at_a_time_and_shared_by_its_threads(tmp_p
         leave.set()
         here.close()
         there.close()
+
+
+def _cut_lock_holders(location: str, name: str) -> int:
+    """Terminate the server connections holding the advisory lock `name` (a cut cable, as the server sees it)."""
+    return len(run_sql(location, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
+                                 " AND granted AND objid = (hashtextextended(?, 0) & 4294967295)::oid"
+                                 " AND classid = ((hashtextextended(?, 0) >> 32) & 4294967295)::oid",
+                       ("workset:" + name, "workset:" + name)))
+
+
+@pytest.mark.skipif(not POSTGRES, reason="the lock's own connection: SQLite has no lock to cut")
+def test_a_lock_whose_connection_was_cut_is_let_go_and_taken_again(tmp_path: Path) -> None:
+    """Leaving a block whose lock's connection died never raises (the block's outcome stands), and the lock is free
+    for this replica and for another one."""
+    import time
+
+    from proxy.config import StoreSettings
+
+    location = store_location(tmp_path / "store.db")
+    # a wait for a lock still held ends in LockWaitTimeout, not a hang; the cut marks the store down for retry_s
+    settings = StoreSettings(lock_timeout_s=2, retry_s=0.1)
+    here, there = open_store(location, settings), open_store(location, settings)
+    try:
+        with here.exclusive("session:S"):
+            assert _cut_lock_holders(location, "session:S") == 1
+        with there.exclusive("session:S"):
+            pass
+        time.sleep(0.2)
+        with here.exclusive("session:S"):
+            pass
+    finally:
+        here.close()
+        there.close()
+
+
+@pytest.mark.skipif(not POSTGRES, reason="the lock's own connection: SQLite has no lock to cut")
+def test_a_conversation_goes_on_after_its_lock_s_connection_was_cut(tmp_path: Path) -> None:
+    """A request whose session lock was lost with its connection (the store cut off while it was being built) lets
+    go of everything it held: the conversation's next requests, from any thread, are built, not stuck."""
+    import threading
+
+    import time
+
+    from proxy.config import StoreSettings
+
+    location = store_location(tmp_path / "store.db")
+    engine = Engine(Config(), {"tight": POLICY}, open_store(location, StoreSettings(retry_s=0.1)), COUNTER)
+    messages = conversation(6)
+    try:
+        with engine.sessions.claimed("key", None, messages[:4], "m", "tight") as resolved:
+            assert _cut_lock_holders(location, "session:" + resolved.branch.session_id) == 1
+        time.sleep(0.2)  # the cut marked the store down for retry_s
+        built: list[str | None] = []
+        for end in (5, 6, 7, 8):  # each on a new thread: a lock left held by the first would stall them
+            worker = threading.Thread(target=lambda end=end: built.append(engine.prepare(
+                {"model": "m", "messages": messages[:end]}, "key", None, "tight").session_id), daemon=True)
+            worker.start()
+            worker.join(30)
+            assert not worker.is_alive(), f"request {end} of the conversation never got its branch"
+        assert built == [resolved.branch.session_id] * 4
+    finally:
+        engine.store.close()
