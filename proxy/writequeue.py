@@ -18,14 +18,20 @@ WRITE_BATCH = 256  # writes per commit at most: bounds how long one commit holds
 T = TypeVar("T")
 
 
+def _untold(error: BaseException | None) -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class Write:
     """One queued write, with what it touches: the sessions whose rows it writes, and the message nodes it adds
-    as (hash, parent, row)."""
+    as (hash, parent, row). `finished` is told its outcome once: None when committed, else why it was lost (its
+    own error, or the batch's: the connection failed before it ran, the commit failed)."""
 
     run: Callable[[], None]
     sessions: tuple[str, ...] = ()
     nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()
+    finished: Callable[[BaseException | None], None] = _untold
 
 
 class Pending:
@@ -98,18 +104,17 @@ class WriteQueue:
         self.pending = Pending()
         self._writer: threading.Thread | None = None
         self._start_lock = threading.Lock()
-        # (on success, on failure) of the writes of the batch being committed; the writer thread's alone
-        self._after_commit: list[tuple[Callable[[None], None], Callable[[BaseException], None]]] = []
         self.failed_writes = 0
 
     def submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (),
-               nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()) -> None:
+               nodes: tuple[tuple[str, str | None, NodeRow], ...] = (),
+               finished: Callable[[BaseException | None], None] = _untold) -> None:
         if self._writer is None:
             with self._start_lock:
                 if self._writer is None:
                     self._writer = threading.Thread(target=self._loop, name="workset-store-writer", daemon=True)
                     self._writer.start()
-        write = Write(run, sessions, nodes)
+        write = Write(run, sessions, nodes, finished)
         self.pending.add(write)
         self._writes.put(write)
 
@@ -124,19 +129,17 @@ class WriteQueue:
 
     def call(self, write: Callable[[], T]) -> T:
         """Run a write on the writer thread, after the writes queued before it, and return its result once
-        committed."""
+        committed; raise why it was not (its own error, or the store's: it always hears one or the other)."""
         done: Future[T] = Future()
+        result: list[T] = []
 
-        def run() -> None:
-            try:
-                result = write()
-            except BaseException as error:
-                if not done.done():
-                    done.set_exception(error)
-                raise
-            self._after_commit.append((lambda _: done.set_result(result), done.set_exception))
+        def finished(error: BaseException | None) -> None:
+            if error is None:
+                done.set_result(result[0])
+            else:
+                done.set_exception(error)
 
-        self.submit(run)
+        self.submit(lambda: result.append(write()), finished=finished)
         return done.result()
 
     def close(self) -> None:
@@ -185,9 +188,9 @@ class WriteQueue:
     def _transaction(self, writes: list[Write], first: bool) -> tuple[list[Write], set[str]]:
         """One transaction of `writes`, each in its own savepoint: a write that fails is rolled back alone. The
         writes to try again (those that lost a race, on the first try), and the sessions of the writes lost."""
-        self._after_commit = []
         again: list[Write] = []
         lost: set[str] = set()
+        failed: dict[int, BaseException] = {}  # by id of the write: lost alone, its own error
         conn = None
         try:
             conn = self._connection()
@@ -203,6 +206,7 @@ class WriteQueue:
                     else:
                         self.failed_writes += 1
                         lost.update(write.sessions)
+                        failed[id(write)] = error
                         get_logger().exception("store_write_failed", failed_writes=self.failed_writes)
                 conn.execute("RELEASE SAVEPOINT one_write")
             conn.execute("COMMIT")
@@ -215,9 +219,11 @@ class WriteQueue:
             self.failed_writes += len(writes)
             get_logger().error("store_write_failed", failed_writes=self.failed_writes,
                                error=f"{error.__class__.__name__}: {error}")
-            for _, failed in self._after_commit:
-                failed(error)
+            for write in writes:  # those that never ran too: a caller waiting on one must not wait forever
+                write.finished(error)
             return [], {session for write in writes for session in write.sessions}
-        for done, _ in self._after_commit:  # results are told only once they are in the database
-            done(None)
+        retried = {id(write) for write in again}
+        for write in writes:  # results are told only once they are in the database
+            if id(write) not in retried:
+                write.finished(failed.get(id(write)))
         return again, lost

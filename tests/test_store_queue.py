@@ -69,3 +69,38 @@ def test_a_queued_child_counts_as_a_fork(tmp_path: Path) -> None:
     finally:
         gate.set()
         store.close()
+
+
+def test_a_write_waited_for_hears_why_when_the_store_cannot_take_it() -> None:
+    """A caller waiting for its write's result (retention's delete) is told the store's failure, even when the
+    connection failed before the write ever ran; it never waits forever. The next write goes through."""
+    from proxy.writequeue import WriteQueue
+
+    class Connection:
+        cut = True
+
+        def execute(self, sql: str) -> None:
+            if self.cut and sql == "BEGIN":
+                raise ConnectionError("store cut off")
+
+    connection = Connection()
+    queue = WriteQueue(lambda: connection)
+    try:
+        thread, out = in_thread(lambda: _outcome(lambda: queue.call(lambda: "deleted")))
+        thread.join(WAIT_S)
+        assert not thread.is_alive(), "call() waited forever for a write that never ran"
+        assert out == ["ConnectionError: store cut off"]
+        connection.cut = False
+        assert queue.call(lambda: "deleted") == "deleted"
+        thread, out = in_thread(lambda: _outcome(lambda: queue.call(lambda: 1 / 0)))
+        thread.join(WAIT_S)
+        assert out == ["ZeroDivisionError: division by zero"]
+    finally:
+        queue.close()
+
+
+def _outcome(work: object) -> object:
+    try:
+        return work()  # type: ignore[operator]
+    except Exception as error:
+        return f"{error.__class__.__name__}: {error}"
