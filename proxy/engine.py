@@ -4,7 +4,9 @@ both call Engine.prepare, so what the eval measures is what the proxy forwards."
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field, replace
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
 from .config import Config
@@ -247,6 +249,7 @@ class Engine:
         prefix stays cached."""
         state_limit = budget.share(policy.state.max_share)
         no_digest = policy.summarizer.mode == "off"
+        waiting = self._finished_summary(branch, policy)
         focus = _dialogue(conversation)
         for lean in (False, True):
             tail, tail_tokens = self._tail(branch, goal, policy, budget, True, retrieved)
@@ -256,7 +259,7 @@ class Engine:
                                         tools_tokens + tail_tokens + summary_room, reserved, self.counter,
                                         self.excerpt, reason, digest_limit=0 if lean or no_digest else None,
                                         names_limit=0 if lean else None)
-            new_epoch = self._with_summary(branch, new_epoch, conversation, policy)
+            new_epoch = _with_summary(new_epoch, waiting, conversation)
             key = _prefix_key(policy, budget, new_epoch)
             prefix = extend_prefix(BuiltPrefix(key), conversation, new_epoch, policy, self.counter, self.excerpt)
             if reserved:
@@ -286,8 +289,8 @@ class Engine:
         new_epoch = replace(new_epoch, tokens_before=before, tokens_after=after,
                             state_check="ok" if not lost else "lost: " + "; ".join(lost[:3]),
                             parts=part_tokens(new_epoch, self.counter))
-        if new_epoch.summary_check == "ok" and new_epoch.summary_through > (epoch.summary_through if epoch else -1):
-            branch.summary_candidate = None  # used: the next job starts from it
+        if waiting.used(new_epoch, epoch):  # the next job starts from it
+            self.store.summary_used(branch.session_id, waiting.job_id)
         snapshot = state_snapshot(branch.state, goal, next_action(branch), new_epoch.summary, new_epoch.summary_check)
         self.store.add_checkpoint(branch.session_id, new_epoch.tip_hash, new_epoch.tip, new_epoch.reason, before,
                                   after, epoch_to_dict(new_epoch), snapshot)
@@ -296,25 +299,22 @@ class Engine:
         branch.version += 1  # as the checkpoint's write bumps the session's (this request holds the session)
         return new_epoch, prefix, tail, tail_tokens
 
-    def _with_summary(self, branch: Branch, epoch: Epoch, conversation: Conversation, policy: Policy) -> Epoch:
-        """The epoch with the newest usable summary: the background candidate when it continues the previous
-        summary and covers only removed turns, else the previous one; summary_check says what happened."""
+    def _finished_summary(self, branch: Branch, policy: Policy) -> Waiting:
+        """The session's newest finished summary job, from the store (whichever replica ran it), and whether one is
+        running."""
         if policy.summarizer.mode != "llm":
-            return epoch
-        previous = Summary(-1, epoch.summary_through, epoch.summary_hash, epoch.summary, "ok") if epoch.summary else None
-        candidate = branch.summary_candidate
-        chosen = anchored(previous, candidate, epoch.removed_through, conversation.hashes)
-        if chosen is not None and chosen is candidate:
-            return replace(epoch, summary=chosen.text, summary_through=chosen.through, summary_hash=chosen.through_hash,
-                           summary_check="ok")
-        check = candidate.check if candidate is not None else ("running" if branch.summary_running else "not ready")
-        if candidate is not None and candidate.usable:
-            check = "not applicable (covers other turns)"
-        return replace(epoch, summary_check=check)
+            return Waiting()
+        jobs = self.store.summary_jobs(branch.session_id)
+        done = [job for job in jobs if job["state"] == "done"]
+        newest = done[-1] if done else None
+        candidate = Summary(newest["start"], newest["through"], newest["through_hash"], newest["text"] or "",
+                            newest["verdict"]) if newest else None
+        return Waiting(candidate, newest["id"] if newest else 0, len(done) < len(jobs), True)
 
     def summary_job(self, prepared: Prepared) -> Job | None:
         """A summary to precompute for this request's branch, or None: only with summarizer.mode llm, past
-        precompute_ratio of the budget, when no job is running and no usable candidate waits. Marks it running."""
+        precompute_ratio of the budget, when no job of the session runs and no usable candidate waits; or the job
+        of a replica that died running it (its lease ran out). Claimed in the store for this process to run."""
         branch = prepared.branch
         policy = self.policies.get(prepared.policy)
         if branch is None or policy is None or policy.summarizer.mode != "llm" or not prepared.rewritten:
@@ -323,11 +323,18 @@ class Engine:
             return self._summary_job(prepared, branch, policy)
 
     def _summary_job(self, prepared: Prepared, branch: Branch, policy: Policy) -> Job | None:
-        if branch.summary_running or (branch.summary_candidate is not None and branch.summary_candidate.usable):
-            return None
         budget = Budget.of(policy, prepared.budget, prepared.budget - prepared.room)
         if prepared.tokens_sent <= budget.level(policy.summarizer.precompute_ratio):
             return None
+        jobs = self.store.summary_jobs(branch.session_id)
+        claim = uuid.uuid4().hex
+        lease_until = time.time() + policy.summarizer.timeout_s  # its runner gives up by then
+        running = [job for job in jobs if job["state"] == "running"]
+        if running:
+            if running[0]["lease_until"] > time.time():
+                return None  # running here or on another replica
+            taken = self.store.take_over_summary(branch.session_id, claim, lease_until)
+            return None if taken is None else replace(Job(**taken), claim=claim)
         self.sessions.settle(branch)
         conversation = branch.conversation()
         pairing = branch.pairing
@@ -335,18 +342,22 @@ class Engine:
             return None
         policy = policy.for_budget(budget.limit)
         epoch = branch.current_epoch(conversation)
+        if jobs and jobs[-1]["verdict"] == "ok" and jobs[-1]["start"] == (epoch.summary_through if epoch else -1):
+            return None  # a usable summary that continues the current one waits for the next compaction
         planned = plan_compaction(conversation, pairing.units, epoch, policy, budget, 0, 0, self.counter, self.excerpt)
         removed = planned.removed(first_user(conversation.messages))
         state_text = render_state(branch.state, _goal(conversation.messages), policy.state)
         job = job_for(conversation, branch.session_id, removed, epoch.summary if epoch else "",
                       epoch.summary_through if epoch else -1, state_text, policy.summarizer.model,
                       policy.summarizer.max_tokens)
-        if job is not None:
-            branch.summary_running = True
-        return job
+        if job is None:
+            return None
+        job = replace(job, claim=claim)
+        return job if self.store.start_summary(branch.session_id, asdict(job), claim, lease_until) else None
 
     def summary_done(self, prepared: Prepared, job: Job, text: str | None, failure: str = "") -> Summary:
-        """Record a finished job: verified, it waits on the branch for the next compaction."""
+        """Record a finished job in the store: verified, it waits there for the session's next compaction (on
+        whichever replica it comes)."""
         branch = prepared.branch
         assert branch is not None
         with branch.serial:
@@ -358,8 +369,7 @@ class Engine:
         else:
             state_text = render_state(branch.state, _goal(branch.messages), self.policies[prepared.policy].state)
             result = Summary(job.start, job.through, job.through_hash, text, verify(job, text, state_text))
-        branch.summary_candidate = result
-        branch.summary_running = False
+        self.store.finish_summary(job.session_id, job.claim, result.text, result.check)
         return result
 
     def _tail(self, branch: Branch, goal: str, policy: Policy, budget: Budget, after_compaction: bool,
@@ -498,6 +508,39 @@ def _prefix_key(policy: Policy, budget: Budget, epoch: Epoch | None) -> str:
     """What a built prefix depends on besides the messages: the policy, the budget (it scales tool-output
     limits) and the epoch."""
     return f"{policy.name}|{budget.limit}|{epoch.key if epoch else ''}"
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What a compaction finds of the session's background summaries in the store: the newest finished job (its
+    row id, to drop it once used) and whether another runs. `llm` is False when the policy wants no summary."""
+
+    candidate: Summary | None = None
+    job_id: int = 0
+    running: bool = False
+    llm: bool = False
+
+    def used(self, new_epoch: Epoch, epoch: Epoch | None) -> bool:
+        """Whether the new epoch took the candidate in (its summary moved on)."""
+        return self.candidate is not None and new_epoch.summary_check == "ok" and \
+            new_epoch.summary_through > (epoch.summary_through if epoch else -1)
+
+
+def _with_summary(epoch: Epoch, waiting: Waiting, conversation: Conversation) -> Epoch:
+    """The epoch with the newest usable summary: the waiting candidate when it continues the previous summary and
+    covers only removed turns, else the previous one; summary_check says what happened."""
+    if not waiting.llm:
+        return epoch
+    previous = Summary(-1, epoch.summary_through, epoch.summary_hash, epoch.summary, "ok") if epoch.summary else None
+    candidate = waiting.candidate
+    chosen = anchored(previous, candidate, epoch.removed_through, conversation.hashes)
+    if chosen is not None and chosen is candidate:
+        return replace(epoch, summary=chosen.text, summary_through=chosen.through, summary_hash=chosen.through_hash,
+                       summary_check="ok")
+    check = candidate.check if candidate is not None else ("running" if waiting.running else "not ready")
+    if candidate is not None and candidate.usable:
+        check = "not applicable (covers other turns)"
+    return replace(epoch, summary_check=check)
 
 
 def _goal(messages: list[Message]) -> str:

@@ -87,6 +87,12 @@ _MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(10, (
     "CREATE TABLE IF NOT EXISTS pending_recall (id bigserial PRIMARY KEY, session_id {s} NOT NULL, text text NOT NULL,"
     " created_at double precision)",
     "CREATE INDEX IF NOT EXISTS pending_recall_session ON pending_recall (session_id)",
+)), (11, (
+    "CREATE TABLE IF NOT EXISTS summaries (id bigserial PRIMARY KEY, session_id {s} NOT NULL, state text NOT NULL,"
+    " claim {s} NOT NULL, lease_until double precision, created_at double precision, start bigint, through bigint,"
+    " through_hash {s}, job text, text text, verdict text)",
+    "CREATE INDEX IF NOT EXISTS summaries_session ON summaries (session_id)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS summaries_running ON summaries (session_id) WHERE state = 'running'",
 ))]
 
 
@@ -111,6 +117,7 @@ class PostgresStore(SqlStore):
     MATCH_FROM = "evidence e, websearch_to_tsquery('english', ?) q"
     MATCH_WHERE = "e.tsv @@ q"
     MATCH_RANK = "-ts_rank_cd(e.tsv, q)"
+    SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
     shared = True
 
     def __init__(self, url: str, settings: StoreSettings = StoreSettings()) -> None:

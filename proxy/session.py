@@ -25,7 +25,6 @@ from .observations import NO_OBSERVATIONS, ObservationMatcher
 from .records import Action, ClientSession, Fact, Message
 from .state import TaskState
 from .storage import NewMessage, NodeRow, Scope, Store
-from .summarize import Summary
 from .tokens import TokenCounter
 from .workingset import BuiltPrefix, Conversation, Epoch, Pairing, first_user
 
@@ -55,8 +54,6 @@ class Branch:
     total_tokens: int = 0
     tail_cache: tuple[object, str, Message, int] | None = None  # (key, live state text, its message, tokens)
     pairing: Pairing = field(default_factory=Pairing)  # tool-call pairing of `messages`, fed incrementally
-    summary_candidate: Summary | None = None  # a finished background summary, waiting for the next compaction
-    summary_running: bool = False
     # (messages, tip hash, their tokens) of the previous request, for the cache model of the savings figures
     last_request: tuple[int, str, int] | None = None
     settled: int = 0  # messages before this index are extracted and recorded; the rest wait for settle()

@@ -4,7 +4,8 @@ queue (proxy.writequeue). A backend supplies its connections, its schema and its
 
 Tables: sessions, messages (the conversation tree, one row per node), facts (the key-facts ledger), actions,
 evidence (full contents under a stable ref, full-text indexed), checkpoints (one per compaction), folds, turns and
-shown (decision records), pending_recall. Nothing is deleted when it leaves the working set.
+shown (decision records), pending_recall, summaries (background summary jobs and their results). Nothing is
+deleted when it leaves the working set.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .records import Action, Fact
 from .storage import SUMMED_COUNTS, Answer, NewMessage, NodeRow, Scope, StoredTurn
 from .writequeue import WriteQueue
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 IN_CHUNK = 500  # host parameters per IN (...) query
 
 # what identifies a fact or an action a message yielded (the unique keys of ingest)
@@ -30,7 +31,8 @@ UNIQUE_YIELDS = {"facts": ("session_id", "node", "kind", "key", "value"),
                  "actions": ("session_id", "node", "call_id", "tool", "arguments")}
 
 # the tables that hold a session's rows, deleted with it
-SESSION_TABLES = ("messages", "facts", "actions", "evidence", "checkpoints", "folds", "turns", "shown", "pending_recall")
+SESSION_TABLES = ("messages", "facts", "actions", "evidence", "checkpoints", "folds", "turns", "shown", "pending_recall",
+                  "summaries")
 
 
 class SqlStore:
@@ -47,6 +49,9 @@ class SqlStore:
     MATCH_FROM = "evidence_fts JOIN evidence e ON e.id = evidence_fts.rowid"
     MATCH_WHERE = "evidence_fts MATCH ?"
     MATCH_RANK = "bm25(evidence_fts)"
+    # after a SELECT on the writer: rows another transaction has locked are passed over, not waited for (SQLite
+    # has one writer: nothing to pass over)
+    SKIP_LOCKED = ""
     # Whether other processes share this store (replicas): then a session's cached state is checked against the
     # store before each request, and writes are made durable before the answer that follows them.
     shared = False
@@ -433,6 +438,61 @@ class SqlStore:
 
             self._submit(write, (session_id,))
         return [row["text"] for row in rows]
+
+    # --- summary jobs: any replica may run a session's, and take over one whose replica died ----------------
+
+    def summary_jobs(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's jobs running or finished and not yet used, oldest first (at most one runs: a unique
+        index): id, state ("running" or "done"), lease_until, start, through, through_hash, text, verdict."""
+        return self._rows("SELECT id, state, lease_until, start, through, through_hash, text, verdict FROM summaries"
+                          " WHERE session_id = ? ORDER BY id", (session_id,), (session_id,))
+
+    def start_summary(self, session_id: str, job: dict[str, Any], claim: str, lease_until: float) -> bool:
+        """A new job claimed by the caller until `lease_until`, unless the session has one running (here or on
+        another replica): whether the caller runs it. It supersedes the session's finished ones."""
+        row = (session_id, claim, lease_until, time.time(), job["start"], job["through"], job["through_hash"],
+               encode_json(job).decode())
+
+        def write() -> bool:
+            started = self._exec("INSERT INTO summaries (session_id, state, claim, lease_until, created_at, start,"
+                                 " through, through_hash, job) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?)"
+                                 " ON CONFLICT DO NOTHING", row) > 0
+            if started:
+                self._exec("DELETE FROM summaries WHERE session_id = ? AND state = 'done'", (session_id,))
+            return started
+
+        return self.queue.call(write)
+
+    def take_over_summary(self, session_id: str, claim: str, lease_until: float) -> dict[str, Any] | None:
+        """The session's running job whose lease ran out (the replica running it died), now claimed by the
+        caller until `lease_until`; None when there is none, or another replica took it first."""
+        now = time.time()
+
+        def write() -> dict[str, Any] | None:
+            rows = self._exec_rows("SELECT id, job FROM summaries WHERE session_id = ? AND state = 'running' AND"
+                                   f" lease_until < ? ORDER BY id LIMIT 1{self.SKIP_LOCKED}", (session_id, now))
+            if not rows:
+                return None
+            self._exec("UPDATE summaries SET claim = ?, lease_until = ? WHERE id = ?", (claim, lease_until, rows[0][0]))
+            return dict(orjson.loads(rows[0][1]))
+
+        return self.queue.call(write)
+
+    def finish_summary(self, session_id: str, claim: str, text: str, verdict: str) -> None:
+        """A job's result, kept only while `claim` still holds it (a job taken over from a replica thought dead
+        keeps the result of the one that took it)."""
+        def write() -> None:
+            self._exec("UPDATE summaries SET state = 'done', text = ?, verdict = ?, job = NULL WHERE session_id = ?"
+                       " AND claim = ? AND state = 'running'", (text, verdict, session_id, claim))
+
+        self._submit(write, (session_id,))
+
+    def summary_used(self, session_id: str, job_id: int) -> None:
+        """A compaction took the job's summary in: it and the finished jobs before it are dropped."""
+        def write() -> None:
+            self._exec("DELETE FROM summaries WHERE session_id = ? AND state = 'done' AND id <= ?", (session_id, job_id))
+
+        self._submit(write, (session_id,))
 
     # --- turns: decision records and accounting -------------------------------------------------------------
 

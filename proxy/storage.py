@@ -195,6 +195,22 @@ class Store(Protocol):
     def take_pending_recall(self, session_id: str) -> list[str]:
         """The session's waiting answers, oldest first; taken, so no other request shows them again."""
 
+    # --- background summary jobs: any replica runs one, and takes over a job whose replica died ---------------------
+    def summary_jobs(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's jobs running or finished and not yet used, oldest first."""
+
+    def start_summary(self, session_id: str, job: dict[str, Any], claim: str, lease_until: float) -> bool:
+        """A new job claimed by the caller, unless one of the session runs: whether the caller runs it."""
+
+    def take_over_summary(self, session_id: str, claim: str, lease_until: float) -> dict[str, Any] | None:
+        """The session's running job whose lease ran out, claimed by the caller; None if none (or taken first)."""
+
+    def finish_summary(self, session_id: str, claim: str, text: str, verdict: str) -> None:
+        """A job's result, kept while `claim` still holds the job."""
+
+    def summary_used(self, session_id: str, job_id: int) -> None:
+        """A compaction took the job's summary in."""
+
     # --- decision records and accounting ----------------------------------------------------------------------------
     def add_turn(self, session_id: str, row: Callable[[], dict[str, Any]], made: dict[str, bytes]) -> None: ...
 

@@ -137,9 +137,20 @@ def _migrate_to_10(db: sqlite_utils.Database) -> None:
         db["sessions"].add_column("version", int, not_null_default=0)
 
 
+def _migrate_to_11(db: sqlite_utils.Database) -> None:
+    """Background summary jobs and their results live in the store: any replica may run a session's job, and take
+    over one whose replica died. At most one job of a session runs at a time."""
+    db["summaries"].create({"id": int, "session_id": str, "state": str, "claim": str, "lease_until": float,
+                            "created_at": float, "start": int, "through": int, "through_hash": str, "job": str,
+                            "text": str, "verdict": str}, pk="id", not_null={"session_id", "state", "claim"},
+                           if_not_exists=True)
+    db["summaries"].create_index(["session_id"], if_not_exists=True)
+    db.execute("CREATE UNIQUE INDEX IF NOT EXISTS summaries_running ON summaries (session_id) WHERE state = 'running'")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _migrate_to_2, _migrate_to_3, _migrate_to_4,
                                                              _migrate_to_5, _migrate_to_6, _migrate_to_7, _migrate_to_8,
-                                                             _migrate_to_9, _migrate_to_10]
+                                                             _migrate_to_9, _migrate_to_10, _migrate_to_11]
 
 
 class SqliteStore(SqlStore):

@@ -13,7 +13,9 @@ is not ready in time, fails, or is rejected, the extractive digest stands in and
 What must never be lost (constraints, pending items, decisions, approvals) lives in the deterministic task state,
 which compaction verifies separately (`state_kept`).
 
-Pure except for `Job`, which is plain data the server runs against the provider and the eval against a fake.
+Pure except for `Job`, which is plain data the server runs against the provider and the eval against a fake. Jobs
+and their results live in the store, not in a process: any replica may run a session's job, and one whose replica
+died is taken over once its lease (`summarizer.timeout_s`) ran out.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Job:
     previous: str  # the previous summary, merged into this one
     source: str  # the turns as text, what the summary may draw on
     body: dict[str, Any]  # the chat request for the summariser model
+    claim: str = ""  # who runs it now: the token of its claim in the store (a replica that took it over has its own)
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,14 @@ def turns(count: int) -> list[dict[str, Any]]:
     return messages
 
 
-def wait_for_summary(proxy: Any, timeout: float = 10.0) -> Any:
+def wait_for_summary(proxy: Any, timeout: float = 10.0) -> dict[str, Any]:
+    """The first finished summary job in the store (its row: text, verdict)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for branch in proxy.engine.sessions.cache.all():
-            if branch.summary_candidate is not None:
-                return branch.summary_candidate
+        for session in proxy.engine.store.sessions():
+            done = [job for job in proxy.engine.store.summary_jobs(session["id"]) if job["state"] == "done"]
+            if done:
+                return done[0]
         time.sleep(0.05)
     raise AssertionError("no summary finished in time")
 
@@ -104,6 +106,6 @@ def test_a_hanging_summariser_never_delays_the_agent(start_proxy: Any, fake: Any
         slowest = max(slowest, time.monotonic() - started)
     assert slowest < 3.0  # requests never wait for the summariser (it runs in the background)
     time.sleep(3.5)  # past summarizer.timeout_s the job is dropped
-    assert wait_for_summary(proxy).check == "timeout"
+    assert wait_for_summary(proxy)["verdict"] == "timeout"
     epochs = compaction_checkpoints(proxy)
     assert epochs and not any(epoch["summary"] for epoch in epochs)
