@@ -449,17 +449,14 @@ class SqlStore:
 
     def start_summary(self, session_id: str, job: dict[str, Any], claim: str, lease_until: float) -> bool:
         """A new job claimed by the caller until `lease_until`, unless the session has one running (here or on
-        another replica): whether the caller runs it. It supersedes the session's finished ones."""
+        another replica): whether the caller runs it."""
         row = (session_id, claim, lease_until, time.time(), job["start"], job["through"], job["through_hash"],
                encode_json(job).decode())
 
         def write() -> bool:
-            started = self._exec("INSERT INTO summaries (session_id, state, claim, lease_until, created_at, start,"
-                                 " through, through_hash, job) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?)"
-                                 " ON CONFLICT DO NOTHING", row) > 0
-            if started:
-                self._exec("DELETE FROM summaries WHERE session_id = ? AND state = 'done'", (session_id,))
-            return started
+            return self._exec("INSERT INTO summaries (session_id, state, claim, lease_until, created_at, start, through,"
+                              " through_hash, job) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                              row) > 0
 
         return self.queue.call(write)
 
@@ -480,10 +477,13 @@ class SqlStore:
 
     def finish_summary(self, session_id: str, claim: str, text: str, verdict: str) -> None:
         """A job's result, kept only while `claim` still holds it (a job taken over from a replica thought dead
-        keeps the result of the one that took it)."""
+        keeps the result of the one that took it). It replaces the session's earlier results: until then a rejected
+        one still says why no summary was used."""
         def write() -> None:
-            self._exec("UPDATE summaries SET state = 'done', text = ?, verdict = ?, job = NULL WHERE session_id = ?"
-                       " AND claim = ? AND state = 'running'", (text, verdict, session_id, claim))
+            if self._exec("UPDATE summaries SET state = 'done', text = ?, verdict = ?, job = NULL WHERE session_id = ?"
+                          " AND claim = ? AND state = 'running'", (text, verdict, session_id, claim)):
+                self._exec("DELETE FROM summaries WHERE session_id = ? AND state = 'done' AND id < (SELECT id FROM"
+                           " summaries WHERE session_id = ? AND claim = ?)", (session_id, session_id, claim))
 
         self._submit(write, (session_id,))
 
