@@ -319,41 +319,40 @@ class Engine:
         policy = self.policies.get(prepared.policy)
         if branch is None or policy is None or policy.summarizer.mode != "llm" or not prepared.rewritten:
             return None
-        with branch.serial:
-            return self._summary_job(prepared, branch, policy)
-
-    def _summary_job(self, prepared: Prepared, branch: Branch, policy: Policy) -> Job | None:
         budget = Budget.of(policy, prepared.budget, prepared.budget - prepared.room)
         if prepared.tokens_sent <= budget.level(policy.summarizer.precompute_ratio):
             return None
         jobs = self.store.summary_jobs(branch.session_id)
-        claim = uuid.uuid4().hex
-        lease_until = time.time() + policy.summarizer.timeout_s  # its runner gives up by then
+        now, claim = time.time(), uuid.uuid4().hex
+        lease_until = now + policy.summarizer.timeout_s  # its runner has given up by then
         running = [job for job in jobs if job["state"] == "running"]
         if running:
-            if running[0]["lease_until"] > time.time():
+            if running[0]["lease_until"] > now:
                 return None  # running here or on another replica
             taken = self.store.take_over_summary(branch.session_id, claim, lease_until)
             return None if taken is None else replace(Job(**taken), claim=claim)
+        with branch.serial:  # the branch's state is read; the store's claim below needs no lock of ours
+            job = self._summary_job(branch, policy.for_budget(budget.limit), budget, jobs)
+        if job is None:
+            return None
+        job = replace(job, claim=claim)
+        return job if self.store.start_summary(branch.session_id, asdict(job), claim, lease_until) else None
+
+    def _summary_job(self, branch: Branch, policy: Policy, budget: Budget, jobs: list[dict[str, Any]]) -> Job | None:
         self.sessions.settle(branch)
         conversation = branch.conversation()
         pairing = branch.pairing
         if not pairing.complete:
             return None
-        policy = policy.for_budget(budget.limit)
         epoch = branch.current_epoch(conversation)
         if jobs and jobs[-1]["verdict"] == "ok" and jobs[-1]["start"] == (epoch.summary_through if epoch else -1):
             return None  # a usable summary that continues the current one waits for the next compaction
         planned = plan_compaction(conversation, pairing.units, epoch, policy, budget, 0, 0, self.counter, self.excerpt)
         removed = planned.removed(first_user(conversation.messages))
         state_text = render_state(branch.state, _goal(conversation.messages), policy.state)
-        job = job_for(conversation, branch.session_id, removed, epoch.summary if epoch else "",
-                      epoch.summary_through if epoch else -1, state_text, policy.summarizer.model,
-                      policy.summarizer.max_tokens)
-        if job is None:
-            return None
-        job = replace(job, claim=claim)
-        return job if self.store.start_summary(branch.session_id, asdict(job), claim, lease_until) else None
+        return job_for(conversation, branch.session_id, removed, epoch.summary if epoch else "",
+                       epoch.summary_through if epoch else -1, state_text, policy.summarizer.model,
+                       policy.summarizer.max_tokens)
 
     def summary_done(self, prepared: Prepared, job: Job, text: str | None, failure: str = "") -> Summary:
         """Record a finished job in the store: verified, it waits there for the session's next compaction (on
