@@ -289,7 +289,7 @@ class Engine:
         new_epoch = replace(new_epoch, tokens_before=before, tokens_after=after,
                             state_check="ok" if not lost else "lost: " + "; ".join(lost[:3]),
                             parts=part_tokens(new_epoch, self.counter))
-        if waiting.used(new_epoch, epoch):  # the next job starts from it
+        if waiting is not None and waiting.used(new_epoch, epoch):  # the next job starts from it
             self.store.summary_used(branch.session_id, waiting.job_id)
         snapshot = state_snapshot(branch.state, goal, next_action(branch), new_epoch.summary, new_epoch.summary_check)
         self.store.add_checkpoint(branch.session_id, new_epoch.tip_hash, new_epoch.tip, new_epoch.reason, before,
@@ -299,17 +299,10 @@ class Engine:
         branch.version += 1  # as the checkpoint's write bumps the session's (this request holds the session)
         return new_epoch, prefix, tail, tail_tokens
 
-    def _finished_summary(self, branch: Branch, policy: Policy) -> Waiting:
-        """The session's newest finished summary job, from the store (whichever replica ran it), and whether one is
-        running."""
-        if policy.summarizer.mode != "llm":
-            return Waiting()
-        jobs = self.store.summary_jobs(branch.session_id)
-        done = [job for job in jobs if job["state"] == "done"]
-        newest = done[-1] if done else None
-        candidate = Summary(newest["start"], newest["through"], newest["through_hash"], newest["text"] or "",
-                            newest["verdict"]) if newest else None
-        return Waiting(candidate, newest["id"] if newest else 0, len(done) < len(jobs), True)
+    def _finished_summary(self, branch: Branch, policy: Policy) -> Waiting | None:
+        """The session's summary jobs in the store (whichever replica ran them); None when the policy wants no
+        summary."""
+        return Waiting.of(self.store.summary_jobs(branch.session_id)) if policy.summarizer.mode == "llm" else None
 
     def summary_job(self, prepared: Prepared) -> Job | None:
         """A summary to precompute for this request's branch, or None: only with summarizer.mode llm, past
@@ -322,30 +315,29 @@ class Engine:
         budget = Budget.of(policy, prepared.budget, prepared.budget - prepared.room)
         if prepared.tokens_sent <= budget.level(policy.summarizer.precompute_ratio):
             return None
-        jobs = self.store.summary_jobs(branch.session_id)
+        waiting = Waiting.of(self.store.summary_jobs(branch.session_id))
         now, claim = time.time(), uuid.uuid4().hex
         lease_until = now + policy.summarizer.timeout_s  # its runner has given up by then
-        running = [job for job in jobs if job["state"] == "running"]
-        if running:
-            if running[0]["lease_until"] > now:
+        if waiting.lease_until is not None:
+            if waiting.lease_until > now:
                 return None  # running here or on another replica
             taken = self.store.take_over_summary(branch.session_id, claim, lease_until)
             return None if taken is None else replace(Job(**taken), claim=claim)
         with branch.serial:  # the branch's state is read; the store's claim below needs no lock of ours
-            job = self._summary_job(branch, policy.for_budget(budget.limit), budget, jobs)
+            job = self._summary_job(branch, policy.for_budget(budget.limit), budget, waiting.candidate)
         if job is None:
             return None
         job = replace(job, claim=claim)
         return job if self.store.start_summary(branch.session_id, asdict(job), claim, lease_until) else None
 
-    def _summary_job(self, branch: Branch, policy: Policy, budget: Budget, jobs: list[dict[str, Any]]) -> Job | None:
+    def _summary_job(self, branch: Branch, policy: Policy, budget: Budget, waiting: Summary | None) -> Job | None:
         self.sessions.settle(branch)
         conversation = branch.conversation()
         pairing = branch.pairing
         if not pairing.complete:
             return None
         epoch = branch.current_epoch(conversation)
-        if jobs and jobs[-1]["verdict"] == "ok" and jobs[-1]["start"] == (epoch.summary_through if epoch else -1):
+        if waiting is not None and waiting.usable and waiting.start == (epoch.summary_through if epoch else -1):
             return None  # a usable summary that continues the current one waits for the next compaction
         planned = plan_compaction(conversation, pairing.units, epoch, policy, budget, 0, 0, self.counter, self.excerpt)
         removed = planned.removed(first_user(conversation.messages))
@@ -511,13 +503,23 @@ def _prefix_key(policy: Policy, budget: Budget, epoch: Epoch | None) -> str:
 
 @dataclass(frozen=True)
 class Waiting:
-    """What a compaction finds of the session's background summaries in the store: the newest finished job (its
-    row id, to drop it once used) and whether another runs. `llm` is False when the policy wants no summary."""
+    """A session's background summaries as the store holds them: the newest finished job (its row id, to drop it
+    once used) and the lease of the one running, if one runs."""
 
-    candidate: Summary | None = None
-    job_id: int = 0
-    running: bool = False
-    llm: bool = False
+    candidate: Summary | None
+    job_id: int
+    lease_until: float | None
+
+    @staticmethod
+    def of(jobs: list[dict[str, Any]]) -> Waiting:
+        """From Store.summary_jobs' rows (at most one running)."""
+        done = [job for job in jobs if job["state"] == "done"]
+        lease = next((job["lease_until"] for job in jobs if job["state"] == "running"), None)
+        if not done:
+            return Waiting(None, 0, lease)
+        newest = done[-1]
+        return Waiting(Summary(newest["start"], newest["through"], newest["through_hash"], newest["text"] or "",
+                               newest["verdict"]), newest["id"], lease)
 
     def used(self, new_epoch: Epoch, epoch: Epoch | None) -> bool:
         """Whether the new epoch took the candidate in (its summary moved on)."""
@@ -525,10 +527,10 @@ class Waiting:
             new_epoch.summary_through > (epoch.summary_through if epoch else -1)
 
 
-def _with_summary(epoch: Epoch, waiting: Waiting, conversation: Conversation) -> Epoch:
+def _with_summary(epoch: Epoch, waiting: Waiting | None, conversation: Conversation) -> Epoch:
     """The epoch with the newest usable summary: the waiting candidate when it continues the previous summary and
-    covers only removed turns, else the previous one; summary_check says what happened."""
-    if not waiting.llm:
+    covers only removed turns, else the previous one; summary_check says what happened (None: no summaries)."""
+    if waiting is None:
         return epoch
     previous = Summary(-1, epoch.summary_through, epoch.summary_hash, epoch.summary, "ok") if epoch.summary else None
     candidate = waiting.candidate
@@ -536,7 +538,7 @@ def _with_summary(epoch: Epoch, waiting: Waiting, conversation: Conversation) ->
     if chosen is not None and chosen is candidate:
         return replace(epoch, summary=chosen.text, summary_through=chosen.through, summary_hash=chosen.through_hash,
                        summary_check="ok")
-    check = candidate.check if candidate is not None else ("running" if waiting.running else "not ready")
+    check = candidate.check if candidate is not None else ("running" if waiting.lease_until is not None else "not ready")
     if candidate is not None and candidate.usable:
         check = "not applicable (covers other turns)"
     return replace(epoch, summary_check=check)

@@ -177,14 +177,9 @@ class PostgresStore(SqlStore):
         as StoreUnavailable, marking it down; answering, marking it back."""
         try:
             yield
-        except (psycopg.OperationalError, errors.QueryCanceled, OSError) as error:
+        except (psycopg.OperationalError, errors.QueryCanceled, OSError) as error:  # PoolTimeout is operational
             self._went_down(error)
             raise StoreUnavailable(f"store unavailable: {error}") from error
-        except Exception as error:
-            if error.__class__.__name__ == "PoolTimeout":
-                self._went_down(error)
-                raise StoreUnavailable(f"store unavailable: {error}") from error
-            raise
         else:
             self._came_back()
 

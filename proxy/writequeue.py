@@ -189,7 +189,6 @@ class WriteQueue:
         """One transaction of `writes`, each in its own savepoint: a write that fails is rolled back alone. The
         writes to try again (those that lost a race, on the first try), and the sessions of the writes lost."""
         again: list[Write] = []
-        lost: set[str] = set()
         failed: dict[int, BaseException] = {}  # by id of the write: lost alone, its own error
         conn = None
         try:
@@ -205,7 +204,6 @@ class WriteQueue:
                         again.append(write)
                     else:
                         self.failed_writes += 1
-                        lost.update(write.sessions)
                         failed[id(write)] = error
                         get_logger().exception("store_write_failed", failed_writes=self.failed_writes)
                 conn.execute("RELEASE SAVEPOINT one_write")
@@ -226,4 +224,4 @@ class WriteQueue:
         for write in writes:  # results are told only once they are in the database
             if id(write) not in retried:
                 write.finished(failed.get(id(write)))
-        return again, lost
+        return again, {session for write in writes if id(write) in failed for session in write.sessions}

@@ -201,3 +201,13 @@ class ServerProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def workset_serve(config: str | os.PathLike[str]) -> ServerProcess:
+    """`workset serve --config config` in a process of its own, on a free port, started."""
+    import sys
+    from pathlib import Path
+
+    port = free_port()
+    return ServerProcess([sys.executable, "-m", "proxy.cli", "serve", "--config", str(config), "--port", str(port)],
+                         port=port, cwd=Path(__file__).resolve().parent.parent).start()

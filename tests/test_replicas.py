@@ -13,14 +13,13 @@ import asyncio
 import hashlib
 import os
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-import yaml
-from servers import ServerProcess, ServerThread, free_port
+from conftest import write_config
+from servers import ServerProcess, ServerThread, workset_serve
 from stores import once_per_make_test, requires_postgres, schema_url
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -31,7 +30,6 @@ from traces import load_traces, requires_traces
 from proxy.evaluate.run import agent_turns
 from proxy.storage import open_store
 
-REPO = Path(__file__).resolve().parent.parent
 SESSIONS = int(os.environ.get("WORKSET_REPLICA_SESSIONS", "20"))
 TURNS = int(os.environ.get("WORKSET_REPLICA_TURNS", "16"))  # per conversation (make test); the traces have 31-165
 POLICY = "name: replay\nbudget: {max_input_tokens: 9000}\nrecent_turns: 4\n"
@@ -56,25 +54,12 @@ def digest_provider(received: dict[str, bytes]) -> Starlette:
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
 
 
-def write_config(folder: Path, provider: str, store: dict[str, str]) -> Path:
+def replay_config(folder: Path, provider: str, store: dict[str, str]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "replay.yaml").write_text(POLICY)
-    config = {
-        "model_list": [{"model_name": "*", "litellm_params": {"model": "openai/*", "api_base": provider + "/v1"}}],
-        "policies_dir": str(REPO / "policies"), "policy": "default",
-        "policy_by_model": {"replay-*": str(folder / "replay.yaml")},
-        "store": store, "upstream": {"timeout_s": 30, "connect_timeout_s": 5},
-        "ingest": {"extract_ms": 5000, "extract_processes": 0}, "logging": {"level": "warning"},
-    }
-    path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-def serve(config: Path) -> ServerProcess:
-    port = free_port()
-    return ServerProcess([sys.executable, "-m", "proxy.cli", "serve", "--config", str(config), "--port", str(port)],
-                         port=port, cwd=REPO).start()
+    return write_config(folder, provider, policy_by_model={"replay-*": str(folder / "replay.yaml")}, store=store,
+                        upstream={"timeout_s": 30, "connect_timeout_s": 5},
+                        ingest={"extract_ms": 5000, "extract_processes": 0}, logging={"level": "warning"})
 
 
 class Replay:
@@ -142,7 +127,7 @@ def test_three_replicas_forward_what_one_process_forwards(tmp_path: Path) -> Non
     with ServerThread(digest_provider(received)) as provider:
         # one process, one SQLite file: what the replicas must forward, byte for byte
         single_store = str(tmp_path / "single" / "store.db")
-        single = serve(write_config(tmp_path / "single", provider.url, {"path": single_store}))
+        single = workset_serve(replay_config(tmp_path / "single", provider.url, {"path": single_store}))
         try:
             alone = Replay(traces, [single], seed=1)
             asyncio.run(alone.run())
@@ -150,8 +135,8 @@ def test_three_replicas_forward_what_one_process_forwards(tmp_path: Path) -> Non
             single.stop()
 
         shared = schema_url(tmp_path)
-        config = write_config(tmp_path / "replicas", provider.url, {"url": shared})
-        replicas = [serve(config) for _ in range(3)]
+        config = replay_config(tmp_path / "replicas", provider.url, {"url": shared})
+        replicas = [workset_serve(config) for _ in range(3)]
         try:
             async def kill_one() -> None:
                 victim = replicas[1]

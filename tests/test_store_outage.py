@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,12 +13,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-import yaml
 from relay import Relay
-from servers import ServerProcess, free_port
+from conftest import write_config
+from servers import workset_serve
 from stores import once_per_make_test, requires_postgres, run_sql, schema_url
 
-REPO = Path(__file__).resolve().parent.parent
 OUTAGE_S = float(os.environ.get("WORKSET_OUTAGE_S", "30"))
 CONVERSATIONS = 4
 
@@ -37,18 +35,11 @@ def test_store_cut_off_under_load(tmp_path: Path, fake: Any) -> None:
     store = schema_url(tmp_path)
     assert "127.0.0.1:5432" in store, "the relay replaces 127.0.0.1:5432 in the store URL"
     with Relay(5432) as relay:
-        config = tmp_path / "config.yaml"
-        config.write_text(yaml.safe_dump({
-            "model_list": [{"model_name": "*", "litellm_params": {"model": "openai/*",
-                                                                   "api_base": fake.url + "/v1"}}],
-            "policies_dir": str(REPO / "policies"), "policy": "default",
-            # a lock wait is bounded by lock_timeout_s (then the request goes out as sent), well within the client's
-            "store": {"url": _through(relay, store), "timeout_s": 1.0, "retry_s": 2.0, "lock_timeout_s": 5.0},
-            "upstream": {"timeout_s": 10, "connect_timeout_s": 2}, "ingest": {"extract_processes": 0},
-        }))
-        port = free_port()
-        replica = ServerProcess([sys.executable, "-m", "proxy.cli", "serve", "--config", str(config), "--port",
-                                 str(port)], port=port, cwd=REPO).start()
+        # a lock wait is bounded by lock_timeout_s (then the request goes out as sent), well within the client's
+        config = write_config(tmp_path, fake.url, store={"url": _through(relay, store), "timeout_s": 1.0,
+                                                         "retry_s": 2.0, "lock_timeout_s": 5.0},
+                              upstream={"timeout_s": 10, "connect_timeout_s": 2}, ingest={"extract_processes": 0})
+        replica = workset_serve(config)
         try:
             outcome = asyncio.run(_load(replica.url, relay))
         finally:

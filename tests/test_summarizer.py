@@ -16,12 +16,17 @@ pytestmark = pytest.mark.e2e
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}]
 
 
-def summarising_proxy(start_proxy: Any, tmp_path: Path, timeout_s: float = 5.0) -> Any:
-    policy = tmp_path / "summ.yaml"
+def summarising_policy(folder: Path, timeout_s: float) -> Path:
+    """A policy for models `summ-*` whose removed turns a summariser (fake-summarizer) writes in the background."""
+    policy = folder / "summ.yaml"
     policy.write_text(
         "name: summ\nrecent_turns: 3\nbudget: {max_input_tokens: 3000, trigger_ratio: 0.8, target_ratio: 0.4}\n"
         f"summarizer: {{mode: llm, model: fake-summarizer, precompute_ratio: 0.45, timeout_s: {timeout_s}}}\n")
-    return start_proxy(policy_by_model={"summ-*": str(policy)})
+    return policy
+
+
+def summarising_proxy(start_proxy: Any, tmp_path: Path, timeout_s: float = 5.0) -> Any:
+    return start_proxy(policy_by_model={"summ-*": str(summarising_policy(tmp_path, timeout_s))})
 
 
 def turns(count: int) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ Here two engines on one store stand for two replicas (each its own connections a
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from dataclasses import replace
@@ -14,9 +13,9 @@ from typing import Any
 
 import openai
 import pytest
-import yaml
 from fakeupstream import Completion, Hang
-from servers import ServerProcess, free_port
+from conftest import write_config
+from servers import ServerProcess, workset_serve
 from stores import once_per_make_test, requires_postgres, run_sql, schema_url, store_location
 from test_inspect import conversation
 
@@ -28,7 +27,6 @@ from proxy.storage import open_store
 from proxy.summarize import Job
 from proxy.tokens import TokenCounter
 
-REPO = Path(__file__).resolve().parent.parent
 COUNTER = TokenCounter()
 LEASE_S = 0.5
 POLICY = replace(Policy(name="summ"), recent_turns=2,
@@ -134,20 +132,13 @@ def test_a_replica_killed_while_its_summariser_runs_leaves_the_job_to_another(tm
     """Two `workset serve` replicas on one PostgreSQL store. The session's summary job starts on the first, whose
     summariser call hangs; that replica is killed (-9). Once the job's lease runs out the other replica's next
     request takes the job over, asks the summariser the very same question, and its compaction shows the answer."""
-    from test_summarizer import TOOLS, turns
+    from test_summarizer import TOOLS, summarising_policy, turns
 
-    policy = tmp_path / "summ.yaml"
-    policy.write_text(
-        "name: summ\nrecent_turns: 3\nbudget: {max_input_tokens: 3000, trigger_ratio: 0.8, target_ratio: 0.4}\n"
-        "summarizer: {mode: llm, model: fake-summarizer, precompute_ratio: 0.45, timeout_s: 3}\n")
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "model_list": [{"model_name": "*", "litellm_params": {"model": "openai/*", "api_base": fake.url + "/v1"}}],
-        "policies_dir": str(REPO / "policies"), "policy": "default", "policy_by_model": {"summ-*": str(policy)},
-        "store": {"url": schema_url(tmp_path)}, "upstream": {"timeout_s": 30, "connect_timeout_s": 5},
-        "ingest": {"extract_processes": 0}}))
-    first, second = (ServerProcess([sys.executable, "-m", "proxy.cli", "serve", "--config", str(config), "--port",
-                                    str(port)], port=port, cwd=REPO).start() for port in (free_port(), free_port()))
+    store = schema_url(tmp_path)
+    config = write_config(tmp_path, fake.url, policy_by_model={"summ-*": str(summarising_policy(tmp_path, 3))},
+                          store={"url": store}, upstream={"timeout_s": 30, "connect_timeout_s": 5},
+                          ingest={"extract_processes": 0})
+    first, second = workset_serve(config), workset_serve(config)
     fake.answer_model("fake-summarizer", Hang(120))
     messages = turns(20)
     asked = lambda: [r.body for r in fake.chat_requests() if r.body.get("model") == "fake-summarizer"]  # noqa: E731
@@ -178,7 +169,7 @@ def test_a_replica_killed_while_its_summariser_runs_leaves_the_job_to_another(tm
                          str(m.get("content"))]
             shown = compacted[0] if compacted else ""
             if len(asked()) > 1:
-                wait_until(lambda: bool(done_jobs(config)), 10)
+                wait_until(lambda: bool(run_sql(store, "SELECT id FROM summaries WHERE state = 'done'")), 10)
         assert len(asked()) == 2 and asked()[1] == asked()[0], "the same job, asked again by the other replica"
         assert summary[2:] in shown, "the other replica's compaction shows the summary of the job it took over"
     finally:
@@ -190,8 +181,3 @@ def wait_until(condition: Any, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not condition() and time.monotonic() < deadline:
         time.sleep(0.05)
-
-
-def done_jobs(config: Path) -> list[tuple[Any, ...]]:
-    url = yaml.safe_load(config.read_text())["store"]["url"]
-    return run_sql(url, "SELECT id FROM summaries WHERE state = 'done'")
