@@ -208,7 +208,8 @@ def run_agent(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Com
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
-            pytest.fail(f"{argv[0]} still running after {AGENT_TIMEOUT}s; stderr: {err[-2000:]}")
+            # what it printed last says where it stopped (waiting for the proxy, or for itself)
+            pytest.fail(f"{argv[0]} still running after {AGENT_TIMEOUT}s; stdout: {out[-3000:]}\nstderr: {err[-2000:]}")
     print(f"{Path(argv[0]).name}: exit {proc.returncode} in {time.monotonic() - started:.1f}s")
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
