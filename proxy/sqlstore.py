@@ -105,9 +105,15 @@ class SqlStore:
     def failed_writes(self) -> int:
         return self.queue.failed_writes
 
-    def _submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (),
+    def _submit(self, run: Callable[[], None], sessions: tuple[str, ...], tables: tuple[str, ...],
                 nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()) -> None:
-        self.queue.submit(run, sessions, nodes)
+        """Queue a write of `sessions`' rows in `tables` (what readers of those tables wait for)."""
+        self.queue.submit(run, sessions, nodes, tables=tables)
+
+    def _settled(self, sessions: Collection[str], tables: Collection[str]) -> None:
+        """Wait until the queued writes of `sessions` to `tables` are in the database: a read of those tables sees
+        them, and waits for nothing else (its conversation's ledger, another tenant's megabyte)."""
+        self.queue.flush(sessions, tables)
 
     # --- sessions -------------------------------------------------------------------------------------------
 
@@ -127,7 +133,7 @@ class SqlStore:
                 (session_id, key_hash, explicit_id, now, now, model, policy, forked_from, client_id, parent_id),
             )
 
-        self._submit(write, (session_id,))
+        self._submit(write, (session_id,), ("sessions",))
 
     def session(self, session_id: str, key_hash: str) -> dict[str, Any] | None:
         rows = self._rows("SELECT * FROM sessions WHERE id = ? AND key_hash = ?", (session_id, key_hash))
@@ -168,7 +174,7 @@ class SqlStore:
                                                        item.gist, item.outcome, " ".join(item.names)))
                       for item in messages)
         self._submit(lambda: self._record(scope.sessions, messages, facts, actions, model, policy, depth),
-                     scope.sessions, nodes)
+                     scope.sessions, ("messages", "evidence", "facts", "actions", "sessions"), nodes)
 
     def _record(self, sessions: tuple[str, ...], messages: Sequence[NewMessage],
                 facts: Sequence[tuple[str, Fact, str | None]], actions: Sequence[tuple[str, Action]], model: str,
@@ -217,7 +223,7 @@ class SqlStore:
     def path_records(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[list[tuple[str, Fact]], list[tuple[str, Action]]]:
         """Facts and actions stored for the nodes of one path (whose nodes lie in `sessions`), with their nodes,
         in path order."""
-        self.flush(sessions)
+        self._settled(sessions, ("facts", "actions"))
         order = {digest: index for index, digest in enumerate(hashes)}
         facts: list[tuple[int, int, str, Fact]] = []
         actions: list[tuple[int, int, str, Action]] = []
@@ -249,7 +255,7 @@ class SqlStore:
             )
             self._exec("UPDATE sessions SET version = version + 1 WHERE id = ?", (session_id,))
 
-        self._submit(write, (session_id,))
+        self._submit(write, (session_id,), ("checkpoints", "sessions"))
 
     def save_fold(self, session_id: str, node: str, depth: int, data: Callable[[], object]) -> None:
         """The session's folded task state through its node at `depth` (messages on the path): one per session,
@@ -260,11 +266,11 @@ class SqlStore:
                        " DO UPDATE SET node = excluded.node, depth = excluded.depth, data = excluded.data",
                        (session_id, node, depth, encode_json(data()).decode()))
 
-        self._submit(write, (session_id,))
+        self._submit(write, (session_id,), ("folds",))
 
     def fold_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[int, Any] | None:
         """The deepest saved fold of these sessions whose node lies on this path: (its depth, its data)."""
-        self.flush(sessions)
+        self._settled(sessions, ("folds",))
         rows = self._fetch(f"SELECT session_id, depth, node FROM folds WHERE session_id IN ({marks(len(sessions))})"
                            " ORDER BY depth DESC", tuple(sessions))[1]
         on_path = next(((session, depth) for session, depth, node in rows
@@ -276,7 +282,7 @@ class SqlStore:
 
     def latest_checkpoint_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> dict[str, Any] | None:
         """The deepest compaction whose tip lies on this path (whose nodes lie in `sessions`)."""
-        self.flush(sessions)
+        self._settled(sessions, ("checkpoints",))
         best: tuple[int, int, str] | None = None
         lineage = marks(len(sessions))
         for row in self._select_in(f"SELECT depth, id, epoch FROM checkpoints WHERE session_id IN ({lineage})"
@@ -288,18 +294,18 @@ class SqlStore:
     def epoch_at(self, session_id: str, node: str) -> dict[str, Any] | None:
         """The epoch of the session's newest compaction whose tip is `node`."""
         rows = self._rows("SELECT epoch FROM checkpoints WHERE session_id = ? AND node = ? ORDER BY id DESC LIMIT 1",
-                          (session_id, node), (session_id,))
+                          (session_id, node), (session_id,), ("checkpoints",))
         return orjson.loads(rows[0]["epoch"]) if rows else None
 
     def session_version(self, session_id: str) -> int:
         """Bumped by each compaction of the session (0 before the first)."""
-        rows = self._rows("SELECT version FROM sessions WHERE id = ?", (session_id,), (session_id,))
+        rows = self._rows("SELECT version FROM sessions WHERE id = ?", (session_id,), (session_id,), ("sessions",))
         return int(rows[0]["version"] or 0) if rows else 0
 
     def checkpoints(self, session_id: str) -> list[dict[str, Any]]:
         rows = self._rows(
             "SELECT id, node, depth, created_at, reason, tokens_before, tokens_after, epoch, state FROM checkpoints"
-            " WHERE session_id = ? ORDER BY id", (session_id,), (session_id,))
+            " WHERE session_id = ? ORDER BY id", (session_id,), (session_id,), ("checkpoints",))
         for row in rows:
             row["epoch"], row["state"] = orjson.loads(row["epoch"]), orjson.loads(row["state"])
         return rows
@@ -310,7 +316,7 @@ class SqlStore:
         """The content stored under `ref` within the scope (refs are unique within a session)."""
         rows = self._rows(
             f"SELECT ref, node, role, tool, content, tokens, session_id FROM evidence WHERE session_id IN"
-            f" ({marks(len(scope.sessions))}) AND ref = ?", (*scope.sessions, ref), scope.sessions)
+            f" ({marks(len(scope.sessions))}) AND ref = ?", (*scope.sessions, ref), scope.sessions, ("evidence",))
         return next((row for row in rows if scope.holds(row.pop("session_id"), row["node"])), None)
 
     def turn(self, scope: Scope, node: str) -> StoredTurn | None:
@@ -320,7 +326,7 @@ class SqlStore:
         Branches forking below the message are all walked, newest first (a retried call's latest result is the
         one that counts); each step is a lookup by parent, never a scan of the session. None when the node is not an
         assistant message of the scope."""
-        self.flush(scope.sessions)
+        self._settled(scope.sessions, ("messages", "evidence"))
         found = self._fetch("SELECT depth, role, body, session_id FROM messages WHERE hash = ?", (node,))[1]
         if not found or found[0][1] != "assistant" or not scope.holds(found[0][3], node):
             return None
@@ -350,7 +356,7 @@ class SqlStore:
         The full-text index splits words at spaces, so a CJK word inside a run of CJK text is not one of its
         words: such words are also looked for as substrings, in this session's content only."""
         if fresh:
-            self.flush(scope.sessions)
+            self._settled(scope.sessions, ("evidence",))
         words = query_words(query.replace('"', " "))
         if not words:
             return []
@@ -377,11 +383,11 @@ class SqlStore:
 
     def facts(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM facts WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit),
-                          (session_id,))
+                          (session_id,), ("facts",))
 
     def actions(self, session_id: str, limit: int = 1000) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM actions WHERE session_id = ? ORDER BY id LIMIT ?", (session_id, limit),
-                          (session_id,))
+                          (session_id,), ("actions",))
 
     def _select_in(self, query: str, params: tuple[Any, ...], keys: Sequence[str]) -> list[tuple[Any, ...]]:
         """Rows of `query`, whose `IN ({})` takes `keys` a chunk at a time (SQLite caps host parameters)."""
@@ -390,10 +396,12 @@ class SqlStore:
             rows.extend(self._fetch(query.format(marks(len(chunk))), (*params, *chunk))[1])
         return rows
 
-    def _rows(self, query: str, params: Sequence[Any], sessions: Collection[str] | None = None) -> list[dict[str, Any]]:
+    def _rows(self, query: str, params: Sequence[Any], sessions: Collection[str] | None = None,
+              tables: Collection[str] | None = None) -> list[dict[str, Any]]:
         """Rows as dicts, once the queued writes are in: those of `sessions` only, when the query reads only theirs
-        (a reader never waits behind another tenant's writes), else all."""
-        self.flush(sessions)
+        (a reader never waits behind another tenant's writes), and of them those to `tables` when it names the
+        tables it reads; else all."""
+        self.queue.flush(sessions, tables)
         return self._dicts(query, params)
 
     def _dicts(self, query: str, params: Sequence[Any]) -> list[dict[str, Any]]:
@@ -423,20 +431,20 @@ class SqlStore:
         def write() -> None:
             self._exec_many("INSERT INTO pending_recall (session_id, text, created_at) VALUES (?, ?, ?)", rows)
 
-        self._submit(write, (session_id,))
+        self._submit(write, (session_id,), ("pending_recall",))
 
     def take_pending_recall(self, session_id: str) -> list[str]:
         """The session's waiting answers, oldest first, and gone from the store (a request of a conversation is
         served by one worker at a time: its branch is claimed)."""
         rows = self._rows("SELECT id, text FROM pending_recall WHERE session_id = ? ORDER BY id", (session_id,),
-                          (session_id,))
+                          (session_id,), ("pending_recall",))
         if rows:
             ids = [row["id"] for row in rows]
 
             def write() -> None:
                 self._exec(f"DELETE FROM pending_recall WHERE id IN ({marks(len(ids))})", ids)
 
-            self._submit(write, (session_id,))
+            self._submit(write, (session_id,), ("pending_recall",))
         return [row["text"] for row in rows]
 
     # --- summary jobs: any replica may run a session's, and take over one whose replica died ----------------
@@ -445,7 +453,7 @@ class SqlStore:
         """The session's jobs running or finished and not yet used, oldest first (at most one runs: a unique
         index): id, state ("running" or "done"), lease_until, start, through, through_hash, text, verdict."""
         return self._rows("SELECT id, state, lease_until, start, through, through_hash, text, verdict FROM summaries"
-                          " WHERE session_id = ? ORDER BY id", (session_id,), (session_id,))
+                          " WHERE session_id = ? ORDER BY id", (session_id,), (session_id,), ("summaries",))
 
     def start_summary(self, session_id: str, job: dict[str, Any], claim: str, lease_until: float) -> bool:
         """A new job claimed by the caller until `lease_until`, unless the session has one running (here or on
@@ -485,14 +493,14 @@ class SqlStore:
                 self._exec("DELETE FROM summaries WHERE session_id = ? AND state = 'done' AND id < (SELECT id FROM"
                            " summaries WHERE session_id = ? AND claim = ?)", (session_id, session_id, claim))
 
-        self._submit(write, (session_id,))
+        self._submit(write, (session_id,), ("summaries",))
 
     def summary_used(self, session_id: str, job_id: int) -> None:
         """A compaction took the job's summary in: it and the finished jobs before it are dropped."""
         def write() -> None:
             self._exec("DELETE FROM summaries WHERE session_id = ? AND state = 'done' AND id <= ?", (session_id, job_id))
 
-        self._submit(write, (session_id,))
+        self._submit(write, (session_id,), ("summaries",))
 
     # --- turns: decision records and accounting -------------------------------------------------------------
 
@@ -511,7 +519,7 @@ class SqlStore:
             if shown:
                 self._exec_many("INSERT INTO shown (session_id, hash, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING", shown)
 
-        self._submit(write, (session_id,))
+        self._submit(write, (session_id,), ("turns", "shown"))
 
     def turns(self, session_id: str, columns: Sequence[str], first: int = 1, last: int | None = None) -> list[dict[str, Any]]:
         """Rows of a session's forwarded requests numbered first..last, in order: only `columns` (records are

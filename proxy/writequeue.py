@@ -1,12 +1,13 @@
 """The store's write queue, shared by its backends: writes are queued by requests and committed in batches by one
-thread, so a request never waits on the database; a reader waits only for the writes of the sessions it reads.
+thread, so a request never waits on the database; a reader waits only for the writes of the sessions (and the
+tables) it reads.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
@@ -22,26 +23,36 @@ def _untold(error: BaseException | None) -> None:
     pass
 
 
+ANY_TABLE = "*"  # what a write that does not name its tables counts as: every reader of its sessions waits for it
+
+
 @dataclass(frozen=True)
 class Write:
-    """One queued write, with what it touches: the sessions whose rows it writes, and the message nodes it adds
-    as (hash, parent, row). `finished` is told its outcome once: None when committed, else why it was lost (its
-    own error, or the batch's: the connection failed before it ran, the commit failed)."""
+    """One queued write, with what it touches: the sessions whose rows it writes, the tables it writes them in
+    (none named: any), and the message nodes it adds as (hash, parent, row). `finished` is told its outcome once:
+    None when committed, else why it was lost (its own error, or the batch's: the connection failed before it
+    ran, the commit failed)."""
 
     run: Callable[[], None]
     sessions: tuple[str, ...] = ()
     nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()
     finished: Callable[[BaseException | None], None] = _untold
+    tables: tuple[str, ...] = ()
+
+    def keys(self) -> list[tuple[str, str]]:
+        return [(session, table) for session in self.sessions for table in self.tables or (ANY_TABLE,)]
 
 
 class Pending:
-    """The queued writes not yet committed, counted by session, and the message nodes among them. A request
-    waits only for its own conversation's writes, never behind another tenant's megabyte of evidence being
-    indexed, and finds queued nodes without waiting at all."""
+    """The queued writes not yet committed, counted by session and table, and the message nodes among them. A
+    request waits only for its own conversation's writes to the tables it reads: never behind another tenant's
+    megabyte of evidence being indexed, nor behind its own conversation's ledger when it reads its waiting recall
+    answers. Queued nodes are found without waiting at all."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._sessions: dict[str, int] = {}
+        self._tables: dict[tuple[str, str], int] = {}
         self._nodes: dict[str, tuple[str | None, NodeRow]] = {}
         self._children: dict[str | None, set[str]] = {}  # queued nodes by parent: a fork is found in one lookup
 
@@ -49,6 +60,8 @@ class Pending:
         with self._changed:
             for session in write.sessions:
                 self._sessions[session] = self._sessions.get(session, 0) + 1
+            for key in write.keys():
+                self._tables[key] = self._tables.get(key, 0) + 1
             for digest, parent, row in write.nodes:
                 self._nodes[digest] = (parent, row)
                 self._children.setdefault(parent, set()).add(digest)
@@ -58,11 +71,9 @@ class Pending:
         with self._changed:
             for write in writes:
                 for session in write.sessions:
-                    left = self._sessions[session] - 1
-                    if left:
-                        self._sessions[session] = left
-                    else:
-                        del self._sessions[session]
+                    _count_down(self._sessions, session)
+                for key in write.keys():
+                    _count_down(self._tables, key)
                 for digest, parent, _ in write.nodes:
                     if self._nodes.pop(digest, None) is not None:
                         siblings = self._children[parent]
@@ -71,10 +82,17 @@ class Pending:
                             del self._children[parent]
             self._changed.notify_all()
 
-    def wait(self, sessions: Iterable[str]) -> None:
-        wanted = tuple(sessions)
+    def wait(self, sessions: Iterable[str], tables: Iterable[str] | None = None) -> None:
+        """Until the queued writes of `sessions` are committed: all of them, or those to `tables` (and those that
+        name no table)."""
+        if tables is None:
+            counts: Mapping[Any, int] = self._sessions
+            wanted: list[Any] = list(sessions)
+        else:
+            counts, wanted = self._tables, [(session, table) for session in sessions
+                                            for table in (*tables, ANY_TABLE)]
         with self._changed:
-            self._changed.wait_for(lambda: not any(session in self._sessions for session in wanted))
+            self._changed.wait_for(lambda: not any(key in counts for key in wanted))
 
     def nodes(self, hashes: Iterable[str]) -> dict[str, NodeRow]:
         with self._changed:
@@ -83,6 +101,14 @@ class Pending:
     def has_child(self, parent: str, other_than: str) -> bool:
         with self._changed:
             return any(child != other_than for child in self._children.get(parent, ()))
+
+
+def _count_down(counts: dict[Any, int], key: Any) -> None:
+    left = counts[key] - 1
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
 
 
 class WriteQueue:
@@ -108,24 +134,25 @@ class WriteQueue:
 
     def submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (),
                nodes: tuple[tuple[str, str | None, NodeRow], ...] = (),
-               finished: Callable[[BaseException | None], None] = _untold) -> None:
+               finished: Callable[[BaseException | None], None] = _untold, tables: tuple[str, ...] = ()) -> None:
         if self._writer is None:
             with self._start_lock:
                 if self._writer is None:
                     self._writer = threading.Thread(target=self._loop, name="workset-store-writer", daemon=True)
                     self._writer.start()
-        write = Write(run, sessions, nodes, finished)
+        write = Write(run, sessions, nodes, finished, tables)
         self.pending.add(write)
         self._writes.put(write)
 
-    def flush(self, sessions: Collection[str] | None = None) -> None:
-        """Wait until every queued write is committed (or failed for good), or only those of `sessions`."""
+    def flush(self, sessions: Collection[str] | None = None, tables: Collection[str] | None = None) -> None:
+        """Wait until every queued write is committed (or failed for good), or only those of `sessions` (to
+        `tables`, when given)."""
         if self._writer is None:
             return
         if sessions is None:
             self._writes.join()
         else:
-            self.pending.wait(sessions)
+            self.pending.wait(sessions, tables)
 
     def call(self, write: Callable[[], T]) -> T:
         """Run a write on the writer thread, after the writes queued before it, and return its result once

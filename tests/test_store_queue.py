@@ -34,7 +34,7 @@ def test_reads_wait_for_their_own_sessions_writes_only(tmp_path: Path) -> None:
         store.create_session("B", "key", None, "m", "p")
         store.flush()
         # A's write holds the writer (as indexing a huge evidence would); B's write queues behind it
-        store._submit(lambda: gate.wait(WAIT_S), ("A",))
+        store._submit(lambda: gate.wait(WAIT_S), ("A",), ("evidence",))
         store.record(Scope.whole("B"), [message("b1")], [("b1", Fact("field", "status", "paid", 0, "rb1"), None)], [],
                      "m", "p", 1)
         # another conversation's reads go on: nothing of theirs is queued
@@ -56,6 +56,51 @@ def test_reads_wait_for_their_own_sessions_writes_only(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_read_waits_only_for_its_conversations_writes_to_the_tables_it_reads(tmp_path: Path) -> None:
+    """Every request reads its waiting recall answers, and a new conversation reads its path: neither waits for its
+    own ledger, or its session's row, queued behind another tenant's megabyte. A write that names no table is waited
+    for by every reader of its session."""
+    store = open_store(store_location(tmp_path / "store.db"))
+    gate, unnamed = threading.Event(), threading.Event()
+    try:
+        store.create_session("A", "key", None, "m", "p")
+        store.create_session("B", "key", None, "m", "p")
+        store.add_pending_recall("B", ["an answer"])
+        store.flush()
+        store._submit(lambda: gate.wait(WAIT_S), ("A",), ("evidence",))  # A's megabyte holds the writer
+        store.record(Scope.whole("B"), [message("b1")], [("b1", Fact("field", "status", "paid", 0, "rb1"), None)], [],
+                     "m", "p", 1)
+        store.create_session("C", "key", None, "m", "p")
+
+        def new_conversation() -> object:
+            return (store.path_records(("C",), ["c1"]), store.fold_on_path(("C",), ["c1"]),
+                    store.latest_checkpoint_on_path(("C",), ["c1"]))
+
+        for read, expected in ((lambda: store.take_pending_recall("B"), ["an answer"]),
+                               (new_conversation, (([], []), None, None))):
+            reader, found = in_thread(read)
+            reader.join(WAIT_S)
+            assert not reader.is_alive() and found == [expected]
+        ledger, records = in_thread(lambda: store.path_records(("B",), ["b1"]))
+        ledger.join(0.2)
+        assert ledger.is_alive(), "B's ledger read did not wait for B's queued record"
+        gate.set()
+        ledger.join(WAIT_S)
+        assert records and [fact.value for _, fact in records[0][0]] == ["paid"]  # type: ignore[index]
+
+        store._submit(lambda: unnamed.wait(WAIT_S), ("B",), ())
+        recall, _ = in_thread(lambda: store.take_pending_recall("B"))
+        recall.join(0.2)
+        assert recall.is_alive(), "a read did not wait for a write that names no table"
+        unnamed.set()
+        recall.join(WAIT_S)
+        assert not recall.is_alive()
+    finally:
+        gate.set()
+        unnamed.set()
+        store.close()
+
+
 def test_a_queued_child_counts_as_a_fork(tmp_path: Path) -> None:
     store = open_store(store_location(tmp_path / "store.db"))
     gate = threading.Event()
@@ -63,7 +108,7 @@ def test_a_queued_child_counts_as_a_fork(tmp_path: Path) -> None:
         store.create_session("A", "key", None, "m", "p")
         store.record(Scope.whole("A"), [message("root")], [], [], "m", "p", 1)
         store.flush()
-        store._submit(lambda: gate.wait(WAIT_S), ("A",))
+        store._submit(lambda: gate.wait(WAIT_S), ("A",), ("evidence",))
         store.record(Scope.whole("A"), [message("left", "root")], [], [], "m", "p", 2)
         assert store.other_child("root", "right") and not store.other_child("root", "left")
     finally:
