@@ -88,7 +88,8 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
     location = str(store_location or config.store.location)
     store = open_store(location, config.store)
     # forked first, while this process has one thread
-    extractor = ProcessExtractor(config.ingest.extract_processes, config.ingest.extract_nice) \
+    extractor = ProcessExtractor(config.ingest.extract_processes, config.ingest.extract_nice,
+                                 config.ingest.extract_inline_tokens) \
         if config.ingest.extract_processes else InlineExtractor()
     engine = Engine(config, policies, store, counter, context_window, extractor)
     upstream = Upstream(config.upstream)

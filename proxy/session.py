@@ -460,7 +460,8 @@ class Sessions:
         indices = range(branch.settled, len(messages))
         items = self.extractor([Job(messages[index], context_for(messages, index, branch.refs[index], task,
                                                                  branch.observed[index]),
-                                    branch.observed[index], self.ingest.extract_chars, self.ingest.extract_ms)
+                                    branch.observed[index], self.ingest.extract_chars, self.ingest.extract_ms,
+                                    branch.tokens[index])
                                 for index in indices])
         for index, item in zip(indices, items):
             digest, ref = branch.hashes[index], branch.refs[index]

@@ -25,7 +25,7 @@ MESSAGES = [
 
 
 def jobs() -> list[Job]:
-    return [Job(MESSAGES[i], context_for(MESSAGES, i, f"r{i}", 1, observed=i == 5), i == 5, 32768, None)
+    return [Job(MESSAGES[i], context_for(MESSAGES, i, f"r{i}", 1, observed=i == 5), i == 5, 32768, None, 40)
             for i in range(1, len(MESSAGES))]
 
 
@@ -36,6 +36,20 @@ def test_a_pool_extracts_what_the_calling_thread_would_and_counts_its_cpu() -> N
         assert pool(jobs()) == InlineExtractor()(jobs())
         assert pool.offloaded_ms() > before  # its CPU shows in x-workset-ms
         assert pool([]) == []
+    finally:
+        pool.close()
+
+
+def test_a_small_batch_is_extracted_on_the_calling_thread_and_a_large_one_in_the_pool() -> None:
+    """A request's usual few messages never take the trip (nor wait there behind another tenant's megabyte)."""
+    pool = ProcessExtractor(1, 10, inline_tokens=200)  # the batch below holds 5 x 40 tokens
+    try:
+        before = pool.offloaded_ms()
+        assert pool(jobs()) == InlineExtractor()(jobs())
+        assert pool.offloaded_ms() == before  # nothing was done elsewhere
+        large = jobs() + jobs()[:1]  # 240 tokens
+        assert pool(large) == InlineExtractor()(large)
+        assert pool.offloaded_ms() > before
     finally:
         pool.close()
 
@@ -89,7 +103,7 @@ def test_a_message_too_deep_to_send_to_a_process_is_extracted_here() -> None:
     for _ in range(5000):  # a client may nest this deep; pickling it exceeds the recursion limit
         deep = [deep]
     message = {"role": "user", "content": [{"type": "text", "text": "Never touch prod."}], "extra": deep}
-    job = Job(message, context_for([message], 0, "r0", 0), False, 32768, None)
+    job = Job(message, context_for([message], 0, "r0", 0), False, 32768, None, 1)
     pool = ProcessExtractor(1, 10)
     try:
         assert pool([job]) == InlineExtractor()([job])
