@@ -105,7 +105,7 @@ class SqlStore:
     def failed_writes(self) -> int:
         return self.queue.failed_writes
 
-    def _submit(self, run: Callable[[], None], sessions: tuple[str, ...], tables: tuple[str, ...],
+    def _submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (), tables: tuple[str, ...] = (),
                 nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()) -> None:
         """Queue a write of `sessions`' rows in `tables` (what readers of those tables wait for)."""
         self.queue.submit(run, sessions, nodes, tables=tables)
