@@ -121,23 +121,28 @@ class TokenCounter:
             tokens.extend(self.encoding.encode_ordinary(piece))
         return tokens
 
-    def first_tokens(self, text: str, count: int) -> list[int]:
+    def first_tokens(self, text: str, count: int, max_chars: int | None = None) -> list[int]:
         """At least `count` tokens from the start of `text` (all of them when it has fewer), as `encode` gives
-        them, read piece by piece: a long text is not encoded whole for its head."""
+        them, read piece by piece: a long text is not encoded whole for its head. With `max_chars`, reading stops
+        once the pieces read hold that many characters, with fewer tokens if need be."""
         tokens: list[int] = []
+        read = 0
         for piece in _pieces(text):
             tokens.extend(self.encoding.encode_ordinary(piece))
-            if len(tokens) >= count:
+            read += len(piece)
+            if len(tokens) >= count or (max_chars is not None and read >= max_chars):
                 break
         return tokens
 
-    def last_tokens(self, text: str, count: int) -> list[int]:
+    def last_tokens(self, text: str, count: int, max_chars: int | None = None) -> list[int]:
         """At least `count` tokens from the end of `text` (all of them when it has fewer), read piece by piece
-        from the end."""
+        from the end; `max_chars` as for first_tokens."""
         tokens: list[int] = []
+        read = 0
         for piece in _pieces_from_end(text):
             tokens[:0] = self.encoding.encode_ordinary(piece)
-            if len(tokens) >= count:
+            read += len(piece)
+            if len(tokens) >= count or (max_chars is not None and read >= max_chars):
                 break
         return tokens
 
@@ -269,6 +274,9 @@ ESTIMATE_SAMPLES = 64  # samples a long text's count is estimated from (see Toke
 ESTIMATES_KEPT = 8  # long texts whose estimate is remembered: references, held until 8 more came (memory)
 ESTIMATE_MARGIN = 2.0  # standard errors of the sampled rate added to it: on the traces, never below the count
 PIECE_CHARS = 4096  # a longer text is encoded in pieces of about this size (see TokenCounter.encode)
+# An excerpt of a long text reads about this many characters per token it keeps, at most: prose has 4, and a run of
+# one punctuation mark 64, where 1,200 tokens of head would mean reading (and showing) 77 KB of it.
+EXCERPT_CHARS_PER_TOKEN = 16
 SPACE_PIECE = 128  # a run of spaces at least this long is encoded in pieces of this size (longer ones cost 10x)
 SPACE_BLOCK = " " * SPACE_PIECE
 _NOT_SPACE = re.compile(r"[^ ]")
@@ -343,9 +351,10 @@ class Excerpter:
             total, first, last = len(tokens), tokens[:head_tokens], tokens[len(tokens) - tail_tokens:]
         else:
             total = self._counter.estimate(text)
-            first = self._counter.first_tokens(text, head_tokens)[:head_tokens]
-            last = self._counter.last_tokens(text, tail_tokens)[-tail_tokens:] if tail_tokens else []
-        elided = max(0, total - head_tokens - tail_tokens)
+            first = self._counter.first_tokens(text, head_tokens, head_tokens * EXCERPT_CHARS_PER_TOKEN)[:head_tokens]
+            last = self._counter.last_tokens(text, tail_tokens, tail_tokens * EXCERPT_CHARS_PER_TOKEN)[-tail_tokens:] \
+                if tail_tokens else []
+        elided = max(0, total - len(first) - len(last))
         if elided == 0:
             result = (text, "", 0)
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.tokens import SECTION_BREAK, TokenCounter
+from proxy.tokens import EXCERPT_CHARS_PER_TOKEN, PIECE_CHARS, SECTION_BREAK, Excerpter, TokenCounter
 
 COUNTERS = {name: TokenCounter(name) for name in ("o200k_base", "cl100k_base")}
 # what state lines, digests and summaries end with: words, refs, numbers, CJK, punctuation, spaces, line breaks
@@ -35,3 +35,19 @@ def test_a_long_text_is_estimated_once_however_often_it_is_counted() -> None:
     text = "word " * 10_000
     assert counter.text(text) == counter.text(text) == 12_500
     assert len(sampled) == 1  # counted on arrival, then again when excerpted: read once
+
+
+def test_an_excerpt_of_long_tokens_reads_a_bounded_head_and_tail_and_counts_what_it_left_out() -> None:
+    """A megabyte of one punctuation mark is 64 characters a token: 1,200 tokens of head would be 77 KB read and
+    shown. The excerpt keeps fewer tokens instead, and says how many it left out; prose keeps all it may."""
+    counter = TokenCounter()
+    excerpt = Excerpter(counter)
+    dashes = "-" * 1_000_000
+    head, tail, elided = excerpt(dashes, 1200, 800)
+    assert 0 < len(head) <= 1200 * EXCERPT_CHARS_PER_TOKEN + PIECE_CHARS
+    assert 0 < len(tail) <= 800 * EXCERPT_CHARS_PER_TOKEN + PIECE_CHARS
+    assert elided == counter.estimate(dashes) - counter.text(head) - counter.text(tail)
+    prose = "the order shipped on time " * 40_000
+    head, tail, elided = excerpt(prose, 1200, 800)
+    assert counter.text(head) == 1200 and counter.text(tail) == 800
+    assert elided == counter.estimate(prose) - 2000
