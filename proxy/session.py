@@ -233,10 +233,11 @@ class Sessions:
         held = ExitStack()
         with self.serial(root):
             branch, known = self._from_cache(root, messages)
+            hashes: list[str] | None = None  # of the request's whole path, when the store was asked for it
             if branch is None:
                 check(messages, 0)
-                branch, known = self._from_store(root, caller, explicit_session, messages, model, policy,
-                                                 observations, client_session)
+                branch, known, hashes = self._from_store(root, caller, explicit_session, messages, model, policy,
+                                                         observations, client_session)
             else:
                 check(messages, known)
             # Waits only while a request of this very conversation is still being built on the branch (here, or
@@ -251,12 +252,12 @@ class Sessions:
                     # dropped branch's lock is let go with the rest: no request of this process builds on it now.)
                     self.cache.drop(branch)
                     check(messages, 0)
-                    branch, known = self._from_store(root, caller, explicit_session, messages, model, policy,
-                                                     observations, client_session)
+                    branch, known, hashes = self._from_store(root, caller, explicit_session, messages, model,
+                                                             policy, observations, client_session)
                     branch.serial.acquire()
                     held.callback(branch.serial.release)
                 with branch.lock:
-                    new = self._ingest(branch, caller, messages, known, model, policy, observations)
+                    new = self._ingest(branch, caller, messages, known, model, policy, observations, hashes)
             except Exception:
                 self.cache.drop(branch)  # memory may be half-updated; the store is the truth
                 held.close()
@@ -332,7 +333,7 @@ class Sessions:
 
     def _from_store(self, root: str, caller: str, explicit_session: str | None, messages: list[Message],
                     model: str, policy: str, observations: ObservationMatcher,
-                    client_session: ClientSession | None = None) -> tuple[Branch, int]:
+                    client_session: ClientSession | None = None) -> tuple[Branch, int, list[str]]:
         hashes = chain(root, messages)
         nodes = self.store.find_nodes(hashes)
         deepest = max((i for i, digest in enumerate(hashes) if digest in nodes), default=-1)
@@ -349,7 +350,7 @@ class Sessions:
         rows = [nodes[digest] for digest in hashes[: deepest + 1]]
         self._adopt_rows(branch, messages[: deepest + 1], rows, observations)
         self._load_path(branch)
-        return branch, deepest + 1
+        return branch, deepest + 1, hashes
 
     def _parent(self, root: str, caller: str, named: str) -> str | None:
         """The session of the conversation the client names as a new one's parent: a recently seen one, else the
@@ -392,12 +393,14 @@ class Sessions:
     # --- ingesting what is new ------------------------------------------------------------------------------
 
     def _ingest(self, branch: Branch, caller: str, messages: list[Message], known: int, model: str, policy: str,
-                observations: ObservationMatcher) -> int:
+                observations: ObservationMatcher, hashes: list[str] | None = None) -> int:
+        """Append the request's messages after the branch's first `known` ones; `hashes` (of the whole path, when
+        already made) spares hashing them again: a megabyte costs milliseconds to hash."""
         if known == len(messages) and known == len(branch.messages):
             branch.messages[:] = messages  # same content; keep the newest objects for identity checks
             return 0
         parent = branch.hashes[known - 1] if known else branch.root
-        new_hashes = chain(parent, messages[known:])
+        new_hashes = hashes[known:] if hashes is not None else chain(parent, messages[known:])
         stored = self.store.find_nodes(new_hashes)
         if stored:
             # Known to the store but not to this cache (another branch evicted, or another worker): adopt them.
