@@ -91,6 +91,9 @@ class StoreSettings:
     lock_timeout_s: float = setting(
         10.0, "PostgreSQL: longest wait for another replica to finish building a request of the same conversation",
         min=0.1)
+    writer_nice: int = setting(
+        10, "SQLite: how much lower the priority of the thread that writes the store is (Linux nice steps; 0: the "
+            "server's): indexing a tenant's megabyte then takes the CPU requests leave", min=0, max=19)
 
     @property
     def location(self) -> str:

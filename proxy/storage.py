@@ -233,7 +233,7 @@ def open_store(location: str | Path, settings: StoreSettings | None = None) -> S
         return PostgresStore(str(location), settings or StoreSettings())
     from .store import SqliteStore
 
-    return SqliteStore(location)
+    return SqliteStore(location, (settings or StoreSettings()).writer_nice)
 
 
 def is_database_url(location: str) -> bool:

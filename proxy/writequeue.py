@@ -5,7 +5,9 @@ tables) it reads.
 
 from __future__ import annotations
 
+import os
 import queue
+import sys
 import threading
 from collections.abc import Collection, Mapping
 from concurrent.futures import Future
@@ -103,6 +105,17 @@ class Pending:
             return any(child != other_than for child in self._children.get(parent, ()))
 
 
+def _lower_priority(nice: int) -> None:
+    """This thread `nice` steps below its process (Linux gives each thread a priority of its own)."""
+    if not nice or not sys.platform.startswith("linux"):
+        return
+    thread = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + nice))
+    except OSError as error:  # it runs as it was: slower requests under load, nothing lost
+        get_logger().warning("writer_priority_unchanged", error=f"{error.__class__.__name__}: {error}")
+
+
 def _count_down(counts: dict[Any, int], key: Any) -> None:
     left = counts[key] - 1
     if left:
@@ -121,8 +134,9 @@ class WriteQueue:
     store."""
 
     def __init__(self, connection: Callable[[], Any], begin: str = "BEGIN",
-                 retryable: Callable[[BaseException], bool] = lambda error: False) -> None:
+                 retryable: Callable[[BaseException], bool] = lambda error: False, nice: int = 0) -> None:
         self._connection = connection
+        self._nice = nice  # steps below the server's priority the writer thread runs at
         self._begin = begin
         self._retryable = retryable
         self.on_failed: Callable[[set[str]], None] = lambda sessions: None
@@ -182,6 +196,7 @@ class WriteQueue:
     def _loop(self) -> None:
         """Writes queued meanwhile are committed together: under load one commit serves many requests, so what was
         answered reaches the database sooner."""
+        _lower_priority(self._nice)
         while True:
             batch = [self._writes.get()]
             while len(batch) < WRITE_BATCH and batch[-1] is not None:

@@ -3,11 +3,16 @@ another conversation's (a tenant's megabyte of evidence being indexed), and queu
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from stores import store_location
 
+from proxy.config import StoreSettings
 from proxy.records import Fact
 from proxy.storage import NewMessage, Scope, open_store
 
@@ -149,3 +154,15 @@ def _outcome(work: object) -> object:
         return work()  # type: ignore[operator]
     except Exception as error:
         return f"{error.__class__.__name__}: {error}"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priorities are Linux's")
+def test_the_sqlite_writer_runs_at_a_lower_priority_than_the_server(tmp_path: Path) -> None:
+    """Full-text indexing a tenant's megabyte takes the CPU the requests beside it leave (store.writer_nice)."""
+    store = open_store(tmp_path / "store.db", StoreSettings(writer_nice=7))
+    try:
+        mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        seen = store.queue.call(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))  # type: ignore[attr-defined]
+        assert seen == min(19, mine + 7)
+    finally:
+        store.close()
