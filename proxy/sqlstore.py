@@ -93,9 +93,11 @@ class SqlStore:
 
     # --- the write queue ------------------------------------------------------------------------------------
 
-    def flush(self, sessions: Collection[str] | None = None) -> None:
-        """Wait until every queued write is in the database, or only those of `sessions`."""
-        self.queue.flush(sessions)
+    def flush(self, sessions: Collection[str] | None = None, tables: Collection[str] | None = None) -> None:
+        """Wait until every queued write is in the database, or only those of `sessions` (to `tables`, when given:
+        a read of those tables waits for nothing else, neither its conversation's ledger nor another tenant's
+        megabyte)."""
+        self.queue.flush(sessions, tables)
 
     def queued_writes(self) -> int:
         """Writes waiting for the writer thread (a growing number: the database cannot keep up)."""
@@ -109,11 +111,6 @@ class SqlStore:
                 nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()) -> None:
         """Queue a write of `sessions`' rows in `tables` (what readers of those tables wait for)."""
         self.queue.submit(run, sessions, nodes, tables=tables)
-
-    def _settled(self, sessions: Collection[str], tables: Collection[str]) -> None:
-        """Wait until the queued writes of `sessions` to `tables` are in the database: a read of those tables sees
-        them, and waits for nothing else (its conversation's ledger, another tenant's megabyte)."""
-        self.queue.flush(sessions, tables)
 
     # --- sessions -------------------------------------------------------------------------------------------
 
@@ -223,7 +220,7 @@ class SqlStore:
     def path_records(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[list[tuple[str, Fact]], list[tuple[str, Action]]]:
         """Facts and actions stored for the nodes of one path (whose nodes lie in `sessions`), with their nodes,
         in path order."""
-        self._settled(sessions, ("facts", "actions"))
+        self.flush(sessions, ("facts", "actions"))
         order = {digest: index for index, digest in enumerate(hashes)}
         facts: list[tuple[int, int, str, Fact]] = []
         actions: list[tuple[int, int, str, Action]] = []
@@ -270,7 +267,7 @@ class SqlStore:
 
     def fold_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> tuple[int, Any] | None:
         """The deepest saved fold of these sessions whose node lies on this path: (its depth, its data)."""
-        self._settled(sessions, ("folds",))
+        self.flush(sessions, ("folds",))
         rows = self._fetch(f"SELECT session_id, depth, node FROM folds WHERE session_id IN ({marks(len(sessions))})"
                            " ORDER BY depth DESC", tuple(sessions))[1]
         on_path = next(((session, depth) for session, depth, node in rows
@@ -282,7 +279,7 @@ class SqlStore:
 
     def latest_checkpoint_on_path(self, sessions: Sequence[str], hashes: Sequence[str]) -> dict[str, Any] | None:
         """The deepest compaction whose tip lies on this path (whose nodes lie in `sessions`)."""
-        self._settled(sessions, ("checkpoints",))
+        self.flush(sessions, ("checkpoints",))
         best: tuple[int, int, str] | None = None
         lineage = marks(len(sessions))
         for row in self._select_in(f"SELECT depth, id, epoch FROM checkpoints WHERE session_id IN ({lineage})"
@@ -326,7 +323,7 @@ class SqlStore:
         Branches forking below the message are all walked, newest first (a retried call's latest result is the
         one that counts); each step is a lookup by parent, never a scan of the session. None when the node is not an
         assistant message of the scope."""
-        self._settled(scope.sessions, ("messages", "evidence"))
+        self.flush(scope.sessions, ("messages", "evidence"))
         found = self._fetch("SELECT depth, role, body, session_id FROM messages WHERE hash = ?", (node,))[1]
         if not found or found[0][1] != "assistant" or not scope.holds(found[0][3], node):
             return None
@@ -356,7 +353,7 @@ class SqlStore:
         The full-text index splits words at spaces, so a CJK word inside a run of CJK text is not one of its
         words: such words are also looked for as substrings, in this session's content only."""
         if fresh:
-            self._settled(scope.sessions, ("evidence",))
+            self.flush(scope.sessions, ("evidence",))
         words = query_words(query.replace('"', " "))
         if not words:
             return []
@@ -401,7 +398,7 @@ class SqlStore:
         """Rows as dicts, once the queued writes are in: those of `sessions` only, when the query reads only theirs
         (a reader never waits behind another tenant's writes), and of them those to `tables` when it names the
         tables it reads; else all."""
-        self.queue.flush(sessions, tables)
+        self.flush(sessions, tables)
         return self._dicts(query, params)
 
     def _dicts(self, query: str, params: Sequence[Any]) -> list[dict[str, Any]]:

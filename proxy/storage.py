@@ -106,8 +106,8 @@ class Store(Protocol):
     def close(self) -> None:
         """Write what is queued, then release the database."""
 
-    def flush(self, sessions: Collection[str] | None = None) -> None:
-        """Wait until every queued write (or those of `sessions`) is readable."""
+    def flush(self, sessions: Collection[str] | None = None, tables: Collection[str] | None = None) -> None:
+        """Wait until every queued write (or those of `sessions`, to `tables` when given) is readable."""
 
     def queued_writes(self) -> int:
         """Writes queued and not yet applied (a gauge)."""

@@ -9,7 +9,7 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
@@ -41,8 +41,6 @@ class Write:
     finished: Callable[[BaseException | None], None] = _untold
     tables: tuple[str, ...] = ()
 
-    def keys(self) -> list[tuple[str, str]]:
-        return [(session, table) for session in self.sessions for table in self.tables or (ANY_TABLE,)]
 
 
 class Pending:
@@ -53,17 +51,16 @@ class Pending:
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
-        self._sessions: dict[str, int] = {}
-        self._tables: dict[tuple[str, str], int] = {}
+        self._tables: dict[str, dict[str, int]] = {}  # session -> table -> queued writes (a session is in while any)
         self._nodes: dict[str, tuple[str | None, NodeRow]] = {}
         self._children: dict[str | None, set[str]] = {}  # queued nodes by parent: a fork is found in one lookup
 
     def add(self, write: Write) -> None:
         with self._changed:
             for session in write.sessions:
-                self._sessions[session] = self._sessions.get(session, 0) + 1
-            for key in write.keys():
-                self._tables[key] = self._tables.get(key, 0) + 1
+                counts = self._tables.setdefault(session, {})
+                for table in write.tables or (ANY_TABLE,):
+                    counts[table] = counts.get(table, 0) + 1
             for digest, parent, row in write.nodes:
                 self._nodes[digest] = (parent, row)
                 self._children.setdefault(parent, set()).add(digest)
@@ -73,9 +70,13 @@ class Pending:
         with self._changed:
             for write in writes:
                 for session in write.sessions:
-                    _count_down(self._sessions, session)
-                for key in write.keys():
-                    _count_down(self._tables, key)
+                    counts = self._tables[session]
+                    for table in write.tables or (ANY_TABLE,):
+                        counts[table] -= 1
+                        if not counts[table]:
+                            del counts[table]
+                    if not counts:
+                        del self._tables[session]
                 for digest, parent, _ in write.nodes:
                     if self._nodes.pop(digest, None) is not None:
                         siblings = self._children[parent]
@@ -87,14 +88,13 @@ class Pending:
     def wait(self, sessions: Iterable[str], tables: Iterable[str] | None = None) -> None:
         """Until the queued writes of `sessions` are committed: all of them, or those to `tables` (and those that
         name no table)."""
-        if tables is None:
-            counts: Mapping[Any, int] = self._sessions
-            wanted: list[Any] = list(sessions)
-        else:
-            counts, wanted = self._tables, [(session, table) for session in sessions
-                                            for table in (*tables, ANY_TABLE)]
+        wanted, named = tuple(sessions), None if tables is None else (*tables, ANY_TABLE)
         with self._changed:
-            self._changed.wait_for(lambda: not any(key in counts for key in wanted))
+            self._changed.wait_for(lambda: not any(self._queued(session, named) for session in wanted))
+
+    def _queued(self, session: str, tables: tuple[str, ...] | None) -> bool:
+        counts = self._tables.get(session)
+        return counts is not None and (tables is None or any(table in counts for table in tables))
 
     def nodes(self, hashes: Iterable[str]) -> dict[str, NodeRow]:
         with self._changed:
@@ -105,7 +105,7 @@ class Pending:
             return any(child != other_than for child in self._children.get(parent, ()))
 
 
-def _lower_priority(nice: int) -> None:
+def _lower_thread_priority(nice: int) -> None:
     """This thread `nice` steps below its process (Linux gives each thread a priority of its own)."""
     if not nice or not sys.platform.startswith("linux"):
         return
@@ -114,14 +114,6 @@ def _lower_priority(nice: int) -> None:
         os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + nice))
     except OSError as error:  # it runs as it was: slower requests under load, nothing lost
         get_logger().warning("writer_priority_unchanged", error=f"{error.__class__.__name__}: {error}")
-
-
-def _count_down(counts: dict[Any, int], key: Any) -> None:
-    left = counts[key] - 1
-    if left:
-        counts[key] = left
-    else:
-        del counts[key]
 
 
 class WriteQueue:
@@ -196,7 +188,7 @@ class WriteQueue:
     def _loop(self) -> None:
         """Writes queued meanwhile are committed together: under load one commit serves many requests, so what was
         answered reaches the database sooner."""
-        _lower_priority(self._nice)
+        _lower_thread_priority(self._nice)
         while True:
             batch = [self._writes.get()]
             while len(batch) < WRITE_BATCH and batch[-1] is not None:

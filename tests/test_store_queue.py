@@ -31,6 +31,17 @@ def in_thread(work: object) -> tuple[threading.Thread, list[object]]:
     return thread, out
 
 
+def waits_for(gate: threading.Event, read: object, why: str) -> list[object]:
+    """What `read` returns, checked to wait until `gate` lets the write it needs through."""
+    reader, out = in_thread(read)
+    reader.join(0.2)
+    assert reader.is_alive(), why
+    gate.set()
+    reader.join(WAIT_S)
+    assert not reader.is_alive()
+    return out
+
+
 def test_reads_wait_for_their_own_sessions_writes_only(tmp_path: Path) -> None:
     store = open_store(store_location(tmp_path / "store.db"))
     gate = threading.Event()
@@ -50,11 +61,7 @@ def test_reads_wait_for_their_own_sessions_writes_only(tmp_path: Path) -> None:
         assert set(store.find_nodes(["b1", "zz"])) == {"b1"}
         assert store.find_nodes(["b1"])["b1"].session_id == "B"
         # B's own read waits until its write is in the file, then sees it
-        mine, records = in_thread(lambda: store.path_records(("B",), ["b1"]))
-        mine.join(0.2)
-        assert mine.is_alive(), "B's read did not wait for B's queued write"
-        gate.set()
-        mine.join(WAIT_S)
+        records = waits_for(gate, lambda: store.path_records(("B",), ["b1"]), "B's read did not wait for B's queued write")
         assert records and [fact.value for _, fact in records[0][0]] == ["paid"]  # type: ignore[index]
     finally:
         gate.set()
@@ -86,20 +93,12 @@ def test_a_read_waits_only_for_its_conversations_writes_to_the_tables_it_reads(t
             reader, found = in_thread(read)
             reader.join(WAIT_S)
             assert not reader.is_alive() and found == [expected]
-        ledger, records = in_thread(lambda: store.path_records(("B",), ["b1"]))
-        ledger.join(0.2)
-        assert ledger.is_alive(), "B's ledger read did not wait for B's queued record"
-        gate.set()
-        ledger.join(WAIT_S)
+        records = waits_for(gate, lambda: store.path_records(("B",), ["b1"]),
+                            "B's ledger read did not wait for B's queued record")
         assert records and [fact.value for _, fact in records[0][0]] == ["paid"]  # type: ignore[index]
 
         store._submit(lambda: unnamed.wait(WAIT_S), ("B",), ())
-        recall, _ = in_thread(lambda: store.take_pending_recall("B"))
-        recall.join(0.2)
-        assert recall.is_alive(), "a read did not wait for a write that names no table"
-        unnamed.set()
-        recall.join(WAIT_S)
-        assert not recall.is_alive()
+        waits_for(unnamed, lambda: store.take_pending_recall("B"), "a read did not wait for a write that names no table")
     finally:
         gate.set()
         unnamed.set()
