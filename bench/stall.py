@@ -55,15 +55,24 @@ def attack_body(name: str, text: str) -> dict[str, Any]:
         {"role": "tool", "tool_call_id": "call_0", "content": text}]}
 
 
-async def victim(client: httpx.AsyncClient, url: str, stop: asyncio.Event, seconds: float | None) -> list[float]:
-    latencies: list[float] = []
+@dataclass
+class Sample:
+    """One victim request: its latency and what workset says of it (its own work, its wait for a worker)."""
+    ms: float
+    own_ms: float
+    queue_ms: float
+
+
+async def victim(client: httpx.AsyncClient, url: str, stop: asyncio.Event, seconds: float | None) -> list[Sample]:
+    latencies: list[Sample] = []
     started = time.perf_counter()
     step = 0
     while not stop.is_set() and (seconds is None or time.perf_counter() - started < seconds):
         began = time.perf_counter()
         response = await client.post(url + CHAT, json=victim_body(step), headers={"authorization": "Bearer sk-victim"})
         response.raise_for_status()
-        latencies.append((time.perf_counter() - began) * 1000)
+        latencies.append(Sample((time.perf_counter() - began) * 1000, float(response.headers["x-workset-ms"]),
+                                float(response.headers["x-workset-queue-ms"])))
         step += 1
         await asyncio.sleep(0.005)
     return latencies
@@ -93,8 +102,8 @@ def attacker(url: str, size: int, ready: Any, rounds: Sequence[Any], answers: An
 
 @dataclass
 class Figures:
-    alone: list[float]  # the victim's latencies, no attacker
-    under: list[float]  # the victim's latencies under attack
+    alone: list[Sample]  # the victim's requests, no attacker
+    under: list[Sample]  # the victim's requests under attack
     own_alone: dict[str, float]  # the attacker's x-workset-ms by text, no victim: its own work, the machine otherwise idle
     own: dict[str, float]  # the attacker's x-workset-ms by text, beside the victim
 
@@ -157,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                                "--port", str(ports["proxy"])], ports["proxy"], cwd=ROOT)
         with providers["victim"], providers["attacker"], proxy:
             figures = asyncio.run(run(proxy.url, args.size, args.baseline_s))
-    alone, under = figures.alone, figures.under
+    alone, under = [sample.ms for sample in figures.alone], [sample.ms for sample in figures.under]
     base = statistics.median(alone)
     worst_delay = max(under) - base
     print(f"one tenant's hostile texts against another's requests: {count} texts of {args.size:,} chars")
@@ -174,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     p95_delay = percentile(under, 0.95) - base
     print(f"delay of the victim (p95 / worst, over its median alone): {p95_delay:.1f} / {worst_delay:.1f} ms "
           f"(target {TARGET_MS:g} ms): {'ok' if worst_delay <= TARGET_MS else 'MISSED'}")
+    # where the slowest went: workset's own work, its wait for a worker, and the rest (event loop, provider, client)
+    print("the victim's slowest under attack: " + ", ".join(
+        f"{sample.ms:.1f} ms (own {sample.own_ms:.1f}, queued {sample.queue_ms:.1f})"
+        for sample in sorted(figures.under, key=lambda sample: -sample.ms)[:3]))
     # what the machine itself adds without any attack: a worst case below it cannot be told apart from noise
     print(f"the machine's own noise (the victim alone, worst over median): {max(alone) - base:.1f} ms")
     return 0
