@@ -43,7 +43,7 @@ from .tokens import TokenCounter
 from .translation import Translations
 from .ui import ui_routes
 from .upstream import Reply, Stream, Upstream, context_window, route
-from .validate import SESSION_HEADER, check_model, explicit_session, parse_json_object
+from .validate import SESSION_HEADER, check_model, explicit_session
 
 POLICY_HEADER = "x-workset-policy"
 SHUTDOWN_WAIT_S = 10.0  # longest wait at shutdown for answered requests' settling and records (they take ms)
@@ -89,7 +89,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
     store = open_store(location, config.store)
     # forked first, while this process has one thread
     extractor = ProcessExtractor(config.ingest.extract_processes, config.ingest.extract_nice,
-                                 config.ingest.extract_inline_tokens) \
+                                 config.ingest.extract_inline_tokens, config.ingest.parse_inline_bytes) \
         if config.ingest.extract_processes else InlineExtractor()
     engine = Engine(config, policies, store, counter, context_window, extractor)
     upstream = Upstream(config.upstream)
@@ -287,7 +287,7 @@ def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str],
     """All of workset's work before the provider is called, in one go on a worker (parsing megabytes is work
     too): the body parsed and checked, routed, its session ids read, the working set built and written back in
     the client's wire format."""
-    body = parse_json_object(raw)
+    body = workset.engine.sessions.extractor.parse(raw)
     edge.check(body)
     model = body["model"]
     fields["model"] = model
@@ -514,7 +514,7 @@ async def _embeddings(workset: Workset, request: Request) -> Response:
     fields: dict[str, Any] = {"route": "embeddings"}
     try:
         raw = await _read_body(request, workset.config.server.max_body_bytes)
-        body = await workset.run(parse_json_object, raw)  # documents to embed can be megabytes
+        body = await workset.run(workset.engine.sessions.extractor.parse, raw)  # documents to embed can be megabytes
         model = check_model(body)
         fields["model"] = model
         caller_key = _caller_key(request)

@@ -139,6 +139,11 @@ class IngestSettings:
               "sent to the extraction processes: they take under a millisecond, less than the trip, and never wait "
               "there behind another tenant's megabyte", min=0,
     )
+    parse_inline_bytes: int = setting(
+        2_000_000, "a request body of more bytes than this is parsed in an extraction process: reading one holds "
+                   "the interpreter lock, which every other request needs, for 5-15 ms (a megabyte of Chinese is 6 MB "
+                   "of escapes); smaller bodies parse on the worker in about a millisecond", min=0,
+    )
 
 
 @dataclass(frozen=True)

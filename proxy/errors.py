@@ -31,6 +31,9 @@ class WorksetError(Exception):
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.type, self.code, self.param)
 
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in an extraction process, raised again here as it was
+        return WorksetError, (self.status, self.message, self.type, self.code, self.param, self.headers)
+
     def response(self) -> Response:
         return json_response(self.status, self.body(), self.headers)
 

@@ -1,9 +1,12 @@
-"""Where extraction runs: on the calling thread, or in a pool of processes of lower priority.
+"""Where extraction (and the parsing of a huge body) runs: on the calling thread, or in a pool of processes of
+lower priority.
 
 Extraction is most of the CPU a request costs after it is sent. In the server's own process it holds the
 interpreter lock, so every other request waits its turn behind it; in a process of its own, at a lower priority,
-it takes only what the machine has to spare, and a tenant's megabyte of hostile text is read there. Inputs and
-results are plain data (ingest.extract_message); a pool that fails is replaced, and the batch extracted here.
+it takes only what the machine has to spare, and a tenant's megabyte of hostile text is read there. So is a body
+of several megabytes: orjson reads one in a single call that holds the interpreter lock for 5-15 ms (a megabyte of
+Chinese is 6 MB of escapes), while taking the result back costs a third of that. Inputs and results are plain data
+(ingest.extract_message, a parsed body); a pool that fails is replaced, and the work done here.
 """
 
 from __future__ import annotations
@@ -15,11 +18,16 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
-from typing import Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
+from .errors import WorksetError
 from .ingest import Extracted, evidence_of, extract_message
 from .logs import get_logger
 from .records import Message, MessageContext
+from .validate import parse_json_object
+
+T = TypeVar("T")
+A = TypeVar("A")
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,10 @@ class Job:
 
 class Extractor(Protocol):
     def __call__(self, jobs: Sequence[Job]) -> list[Extracted]: ...
+
+    def parse(self, raw: bytes) -> dict[str, Any]:
+        """A request body, as validate.parse_json_object reads it (its WorksetError when it is not a JSON object)."""
+        ...
 
     def offloaded_ms(self) -> float:
         """CPU milliseconds this thread's calls have had done in other processes so far (for x-workset-ms)."""
@@ -54,6 +66,9 @@ class InlineExtractor:
     def __call__(self, jobs: Sequence[Job]) -> list[Extracted]:
         return extract_jobs(jobs)
 
+    def parse(self, raw: bytes) -> dict[str, Any]:
+        return parse_json_object(raw)
+
     def offloaded_ms(self) -> float:
         return 0.0
 
@@ -66,10 +81,11 @@ class ProcessExtractor:
     forked before the server starts any thread (a fork copies a process with one thread safely); a pool that
     breaks is replaced by spawned processes. A batch of at most `inline_tokens` is extracted on the calling thread:
     it takes less than the trip to a process would, and never waits in the processes' queue behind another
-    tenant's megabyte."""
+    tenant's megabyte. Likewise a body of at most `inline_bytes` is parsed on the calling thread."""
 
-    def __init__(self, processes: int, nice: int, inline_tokens: int = 0) -> None:
-        self._processes, self._nice, self._inline_tokens = processes, nice, inline_tokens
+    def __init__(self, processes: int, nice: int, inline_tokens: int = 0, inline_bytes: int = 0) -> None:
+        self._processes, self._nice = processes, nice
+        self._inline_tokens, self._inline_bytes = inline_tokens, inline_bytes
         self._lock = threading.Lock()
         self._local = threading.local()  # the CPU ms each thread's calls had done elsewhere
         self._pool: ProcessPoolExecutor | None = self._start()
@@ -86,19 +102,36 @@ class ProcessExtractor:
         pool = self._pool
         if pool is None or sum(job.tokens for job in jobs) <= self._inline_tokens:
             return extract_jobs(jobs)
+        results = self._elsewhere(pool, _extract_elsewhere, list(jobs))
+        if results is None:
+            return extract_jobs(jobs)
+        return [replace(result, evidence=evidence_of(job.message, job.observed)) for job, result in zip(jobs, results)]
+
+    def parse(self, raw: bytes) -> dict[str, Any]:
+        pool = self._pool
+        if pool is None or len(raw) <= self._inline_bytes:
+            return parse_json_object(raw)
+        body = self._elsewhere(pool, _parse_elsewhere, raw)
+        return parse_json_object(raw) if body is None else body
+
+    def _elsewhere(self, pool: ProcessPoolExecutor, work: Callable[[A], tuple[T, float]], argument: A) -> T | None:
+        """`work(argument)` in the pool, its CPU counted for this thread; None when it must be done here instead.
+        A WorksetError it raises (a body that is not JSON) is the caller's."""
         try:
-            results, cpu_ms = pool.submit(_extract_elsewhere, list(jobs)).result()
-        except BrokenProcessPool as error:  # a process died (killed, out of memory): extract here, replace the pool
+            result, cpu_ms = pool.submit(work, argument).result()
+        except WorksetError:
+            raise
+        except BrokenProcessPool as error:  # a process died (killed, out of memory): here, and replace the pool
             get_logger().error("extract_pool_failed", error=f"{error.__class__.__name__}: {error}")
             with self._lock:
                 if self._pool is pool:
                     self._pool = self._replacement()
-            return extract_jobs(jobs)
+            return None
         except Exception as error:  # what cannot travel (JSON nested past the pickle's recursion limit): here
-            get_logger().warning("extract_here", reason=f"{error.__class__.__name__}: {error}"[:200])
-            return extract_jobs(jobs)
+            get_logger().warning("extract_here", work=work.__name__, reason=f"{error.__class__.__name__}: {error}"[:200])
+            return None
         self._local.ms = self.offloaded_ms() + cpu_ms
-        return [replace(result, evidence=evidence_of(job.message, job.observed)) for job, result in zip(jobs, results)]
+        return result
 
     def _replacement(self) -> ProcessPoolExecutor | None:
         """Spawned processes (threads run now: a fork could copy a lock some thread holds), or None: from then
@@ -140,3 +173,10 @@ def _extract_elsewhere(jobs: Sequence[Job]) -> tuple[list[Extracted], float]:
     started = time.process_time()
     results = [replace(result, evidence=None) for result in extract_jobs(jobs)]
     return results, (time.process_time() - started) * 1000
+
+
+def _parse_elsewhere(raw: bytes) -> tuple[dict[str, Any], float]:
+    """In an extraction process: the parsed body and the CPU ms."""
+    started = time.process_time()
+    body = parse_json_object(raw)
+    return body, (time.process_time() - started) * 1000

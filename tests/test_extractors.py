@@ -10,8 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
+import pytest
+
+from proxy.errors import WorksetError
 from proxy.extractors import InlineExtractor, Job, ProcessExtractor
 from proxy.ingest import context_for
+from proxy.jsonbytes import encode_json
+from proxy.validate import parse_json_object
 
 MESSAGES = [
     {"role": "system", "content": "You are a support agent."},
@@ -107,5 +113,57 @@ def test_a_message_too_deep_to_send_to_a_process_is_extracted_here() -> None:
     pool = ProcessExtractor(1, 10)
     try:
         assert pool([job]) == InlineExtractor()([job])
+    finally:
+        pool.close()
+
+
+def big_body(text: str) -> bytes:
+    return orjson.dumps({"model": "m", "messages": [{"role": "tool", "tool_call_id": "c", "content": text}]})
+
+
+def test_a_large_body_is_parsed_in_the_pool_and_a_small_one_on_the_calling_thread() -> None:
+    """A body of megabytes holds the interpreter lock while it is read: in the pool it holds no other request up."""
+    pool = ProcessExtractor(1, 10, inline_bytes=1000)
+    try:
+        small, large = big_body("short"), big_body("中文" * 5000 + " 12345678901234567890123")
+        before = pool.offloaded_ms()
+        assert pool.parse(small) == parse_json_object(small)
+        assert pool.offloaded_ms() == before
+        assert pool.parse(large) == parse_json_object(large)
+        assert pool.offloaded_ms() > before  # its CPU shows in x-workset-ms
+        exact = b'{"model": "m", "n": 123456789012345678901234567890, "pad": "' + b"x" * 2000 + b'"}'
+        assert pool.parse(exact)["n"] == 123456789012345678901234567890  # beyond 64 bits, digit for digit
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b'{"model": "m", "messages": [' + b'"x", ' * 1000 + b'}', "not valid JSON"),
+    (b'[' + b'"x", ' * 1000 + b'"x"]', "must be a JSON object"),
+])
+def test_a_large_body_that_is_not_a_json_object_is_refused_as_on_the_calling_thread(raw: bytes, message: str) -> None:
+    pool = ProcessExtractor(1, 10, inline_bytes=1000)
+    try:
+        processes = pool._pool
+        with pytest.raises(WorksetError) as elsewhere:
+            pool.parse(raw)
+        assert pool._pool is processes  # the error travelled back as it was: no broken pool, no second reading
+        with pytest.raises(WorksetError) as here:
+            parse_json_object(raw)
+        assert message in elsewhere.value.message
+        assert (elsewhere.value.status, elsewhere.value.message, elsewhere.value.code) == \
+            (here.value.status, here.value.message, here.value.code) == (400, here.value.message, "invalid_json")
+    finally:
+        pool.close()
+
+
+def test_a_large_body_too_deep_to_travel_back_is_parsed_on_the_calling_thread() -> None:
+    """Pickling the parsed body back recurses once per level: past its limit the body is read here instead."""
+    raw = b'{"model": "m", "deep": ' + b'[' * 1000 + b']' * 1000 + b', "pad": "' + b"x" * 2000 + b'"}'
+    pool = ProcessExtractor(1, 10, inline_bytes=1000)
+    try:
+        assert encode_json(pool.parse(raw)) == encode_json(parse_json_object(raw))
+        assert pool._pool is not None  # the pool still serves
+        assert pool.parse(big_body("x" * 2000))["model"] == "m"
     finally:
         pool.close()

@@ -381,3 +381,19 @@ def test_a_message_past_its_extraction_cap_is_skipped_not_waited_for(start_proxy
     session = httpx.get(f"{proxy.url}/v1/workset/sessions/{response.headers['x-workset-session']}", timeout=10,
                         headers={"authorization": "Bearer sk-test"}).json()
     assert session["branch"]["messages"] == 1
+
+
+def test_a_body_parsed_in_an_extraction_process_is_forwarded_as_read_here(start_proxy: Any, fake: Any) -> None:
+    """ingest.parse_inline_bytes 1000: every body past it is read in the extraction process. What it sends on is
+    what the worker would have read (a large integer digit for digit, Chinese whole), and a body that is not JSON is
+    the usual 400."""
+    proxy = start_proxy(ingest={"extract_ms": 5000, "parse_inline_bytes": 1000})
+    text = "检查订单 #W2378156 的退款状态。" * 200
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": text}],
+            "metadata": {"trace": 123456789012345678901234567890}}
+    response = post(proxy, body)
+    assert response.status_code == 200, response.text
+    sent = fake.chat_requests()[-1]
+    assert text in json.dumps(sent.body["messages"], ensure_ascii=False)
+    assert b"123456789012345678901234567890" in sent.raw
+    assert_openai_400(post(proxy, json.dumps(body).encode()[:-1]), "not valid JSON")
