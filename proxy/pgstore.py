@@ -112,6 +112,7 @@ class PostgresStore(SqlStore):
     JSON_LIST = "json_array_elements_text(CAST(? AS json))"
     # a body holding a NUL character (escaped: \u0000) is valid json, but ->> refuses to read any of it
     CALL_ID = "(CAST(replace(m.body, '\\u0000', '\\ufffd') AS json) ->> 'tool_call_id')"
+    JSON_TEXT = "convert_from(?, 'UTF8')"  # bytes arrive as bytea
     CONTAINS = "strpos(lower(content), ?) > 0"
     # the generated tsvector over the English configuration (stemmed, as SQLite's porter tokenizer is)
     MATCH_FROM = "evidence e, websearch_to_tsquery('english', ?) q"

@@ -4,6 +4,7 @@ parameters, so that a second backend is a new module and not edits everywhere.""
 from __future__ import annotations
 
 import inspect
+import json
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -129,11 +130,12 @@ def test_workset_migrate_creates_or_upgrades_the_store_and_exits(tmp_path: Path,
 def test_whatever_a_tool_printed_is_stored_and_found_by_its_words(tmp_path: Path) -> None:
     """Every backend stores a tool output with NUL characters, and finds it by any of its words: inside markup
     (a script element's too), paths and dotted names, as SQLite's tokenizer splits them."""
-    store = open_store(store_location(tmp_path / "store.db"))
     call = {"role": "assistant", "content": None, "tool_calls": [
         {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}
-    output = "exit\x000 <returncode>1</returncode> <script>alert('owned')</script> see src/parser.py"
+    output = "exit\x000 <returncode>1</returncode> <script>alert('owned')</script> see src/parser.py 退款已完成"
     answer = {"role": "tool", "tool_call_id": "call_1", "content": output}
+    location = store_location(tmp_path / "store.db")
+    store = open_store(location)
     try:
         store.create_session("S", "key", None, "m", "p")
         store.record(Scope.whole("S"), [NewMessage("a1", None, 0, call, 5, "ra1", "", "", "", None),
@@ -144,6 +146,9 @@ def test_whatever_a_tool_printed_is_stored_and_found_by_its_words(tmp_path: Path
         turn = store.turn(Scope.whole("S"), "a1")
         assert turn is not None and [(found.ref, found.call_id) for found in turn.answers] == [("rt1", "call_1")]
         assert store.failed_writes == 0
+        # a message body is stored as JSON text (written from its UTF-8 bytes), the way it was sent
+        stored = run_sql(location, "SELECT body FROM messages WHERE hash = ?", ("t1",))[0][0]
+        assert isinstance(stored, str) and json.loads(stored) == answer
     finally:
         store.close()
 
