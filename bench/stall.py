@@ -156,6 +156,13 @@ async def run(url: str, provider_url: str, size: int, baseline_s: float) -> Figu
     return Figures(alone, under, own_alone, own, direct_alone, direct_under)
 
 
+def delays(alone: list[Sample], under: list[Sample]) -> tuple[float, float, float]:
+    """(median alone, p95 delay, worst delay): latencies under attack over the median alone, in ms."""
+    base = statistics.median(sample.ms for sample in alone)
+    latencies = [sample.ms for sample in under]
+    return base, percentile(latencies, 0.95) - base, max(latencies) - base
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=1_000_000, help="characters of each hostile tool output")
@@ -177,8 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         with providers["victim"], providers["attacker"], proxy:
             figures = asyncio.run(run(proxy.url, providers["victim"].url, args.size, args.baseline_s))
     alone, under = [sample.ms for sample in figures.alone], [sample.ms for sample in figures.under]
-    base = statistics.median(alone)
-    worst_delay = max(under) - base
+    base, p95_delay, worst_delay = delays(figures.alone, figures.under)
     print(f"one tenant's hostile texts against another's requests: {count} texts of {args.size:,} chars")
     print(f"victim alone:        {len(alone):>4} requests, median {base:.1f} ms, p95 {percentile(alone, 0.95):.1f} ms,"
           f" max {max(alone):.1f} ms")
@@ -190,7 +196,6 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{ms:.1f} ms ({name})" for name, ms in worst)
               + (f" (target {OWN_TARGET_MS:g} ms): {'ok' if worst[0][1] <= OWN_TARGET_MS else 'MISSED'}"
                  if own is figures.own_alone else ""))
-    p95_delay = percentile(under, 0.95) - base
     print(f"delay of the victim (p95 / worst, over its median alone): {p95_delay:.1f} / {worst_delay:.1f} ms "
           f"(target {TARGET_MS:g} ms): {'ok' if worst_delay <= TARGET_MS else 'MISSED'}")
     # where the slowest went: workset's own work, its wait for a worker, and the rest (event loop, provider, client)
@@ -201,11 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"the machine's own noise (the victim alone, worst over median): {max(alone) - base:.1f} ms")
     # and during the attack, with workset out of the victim's way: the two clients, the providers and workset's
     # work for the attacker share the cores, so this much delay is the machine's, not workset's hold on the victim
-    direct_alone, direct_under = [sample.ms for sample in figures.direct_alone], [sample.ms for sample in figures.direct_under]
-    direct_base = statistics.median(direct_alone)
-    print(f"the machine's own delay under the attack (the victim straight to its provider, {len(direct_under)} requests, "
-          f"p95 / worst over its median alone of {direct_base:.1f} ms): {percentile(direct_under, 0.95) - direct_base:.1f} / "
-          f"{max(direct_under) - direct_base:.1f} ms")
+    direct_base, direct_p95, direct_worst = delays(figures.direct_alone, figures.direct_under)
+    print(f"the machine's own delay under the attack (the victim straight to its provider, {len(figures.direct_under)} "
+          f"requests, p95 / worst over its median alone of {direct_base:.1f} ms): {direct_p95:.1f} / {direct_worst:.1f} ms")
     return 0
 
 

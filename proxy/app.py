@@ -25,7 +25,7 @@ from .auth import caller_key as _caller_key
 from .config import Config
 from .edges import CHAT, COUNT_TOKENS, MESSAGES, RESPONSES, RESPONSES_COMPACT, Edge, openai_route
 from .engine import Engine, Prepared, UnknownPolicy
-from .extractors import InlineExtractor, ProcessExtractor
+from .extractors import Extractor, InlineExtractor, ProcessExtractor
 from .errors import WorksetError, error_body, json_response
 from .hashing import key_hash
 from .inspect import inspection_routes
@@ -65,6 +65,11 @@ class Workset:
     metrics: Metrics  # counted once per request, as it is logged; served at /metrics
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, records, summaries)
     optional: set[asyncio.Task[Any]] = field(default_factory=set)  # of those, what shutdown cancels (summaries)
+
+    @property
+    def extractor(self) -> Extractor:
+        """Where extraction and the parsing of huge bodies run (the engine's sessions own it)."""
+        return self.engine.sessions.extractor
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` on a worker thread: the event loop goes on relaying other requests meanwhile."""
@@ -287,7 +292,7 @@ def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str],
     """All of workset's work before the provider is called, in one go on a worker (parsing megabytes is work
     too): the body parsed and checked, routed, its session ids read, the working set built and written back in
     the client's wire format."""
-    body = workset.engine.sessions.extractor.parse(raw)
+    body = workset.extractor.parse(raw)
     edge.check(body)
     model = body["model"]
     fields["model"] = model
@@ -465,7 +470,7 @@ def _cpu_timed(workset: Workset, work: Callable[..., T], *args: Any) -> tuple[T,
     """`work(*args)` and the milliseconds of CPU it took, on its thread and in the extraction processes: workset's
     own work, not the time it waited for the interpreter while other requests' work ran (that shows in queued_ms
     and the latency)."""
-    offloaded = workset.engine.sessions.extractor.offloaded_ms
+    offloaded = workset.extractor.offloaded_ms
     started, elsewhere = time.thread_time(), offloaded()
     result = work(*args)
     return result, (time.thread_time() - started) * 1000 + offloaded() - elsewhere
@@ -514,7 +519,7 @@ async def _embeddings(workset: Workset, request: Request) -> Response:
     fields: dict[str, Any] = {"route": "embeddings"}
     try:
         raw = await _read_body(request, workset.config.server.max_body_bytes)
-        body = await workset.run(workset.engine.sessions.extractor.parse, raw)  # documents to embed can be megabytes
+        body = await workset.run(workset.extractor.parse, raw)  # documents to embed can be megabytes
         model = check_model(body)
         fields["model"] = model
         caller_key = _caller_key(request)

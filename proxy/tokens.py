@@ -125,26 +125,24 @@ class TokenCounter:
         """At least `count` tokens from the start of `text` (all of them when it has fewer), as `encode` gives
         them, read piece by piece: a long text is not encoded whole for its head. With `max_chars`, reading stops
         once the pieces read hold that many characters, with fewer tokens if need be."""
-        tokens: list[int] = []
-        read = 0
-        for piece in _pieces(text):
-            tokens.extend(self.encoding.encode_ordinary(piece))
-            read += len(piece)
-            if len(tokens) >= count or (max_chars is not None and read >= max_chars):
-                break
-        return tokens
+        return [token for piece in self._read(_pieces(text), count, max_chars) for token in piece]
 
     def last_tokens(self, text: str, count: int, max_chars: int | None = None) -> list[int]:
         """At least `count` tokens from the end of `text` (all of them when it has fewer), read piece by piece
         from the end; `max_chars` as for first_tokens."""
-        tokens: list[int] = []
-        read = 0
-        for piece in _pieces_from_end(text):
-            tokens[:0] = self.encoding.encode_ordinary(piece)
-            read += len(piece)
-            if len(tokens) >= count or (max_chars is not None and read >= max_chars):
+        return [token for piece in reversed(self._read(_pieces_from_end(text), count, max_chars)) for token in piece]
+
+    def _read(self, pieces: Iterator[str], count: int, max_chars: int | None) -> list[list[int]]:
+        """The pieces' tokens, piece by piece in the order read, until `count` tokens or `max_chars` characters."""
+        read: list[list[int]] = []
+        tokens = chars = 0
+        for piece in pieces:
+            read.append(self.encoding.encode_ordinary(piece))
+            tokens += len(read[-1])
+            chars += len(piece)
+            if tokens >= count or (max_chars is not None and chars >= max_chars):
                 break
-        return tokens
+        return read
 
     def cached_text(self, text: str) -> int:
         """For texts workset generates (placeholders, digests): counted once, then looked up."""

@@ -41,6 +41,10 @@ class Write:
     finished: Callable[[BaseException | None], None] = _untold
     tables: tuple[str, ...] = ()
 
+    @property
+    def counted_tables(self) -> tuple[str, ...]:
+        """The tables it is counted under: those it names, or ANY_TABLE."""
+        return self.tables or (ANY_TABLE,)
 
 
 class Pending:
@@ -59,7 +63,7 @@ class Pending:
         with self._changed:
             for session in write.sessions:
                 counts = self._tables.setdefault(session, {})
-                for table in write.tables or (ANY_TABLE,):
+                for table in write.counted_tables:
                     counts[table] = counts.get(table, 0) + 1
             for digest, parent, row in write.nodes:
                 self._nodes[digest] = (parent, row)
@@ -71,7 +75,7 @@ class Pending:
             for write in writes:
                 for session in write.sessions:
                     counts = self._tables[session]
-                    for table in write.tables or (ANY_TABLE,):
+                    for table in write.counted_tables:
                         counts[table] -= 1
                         if not counts[table]:
                             del counts[table]
