@@ -96,6 +96,7 @@ class Upstream:
                 connector=aiohttp.TCPConnector(limit=s.max_connections, limit_per_host=s.max_connections),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=s.connect_timeout_s, sock_read=s.timeout_s),
                 skip_auto_headers=("User-Agent",),
+                trace_configs=[_reuse_tracer()],
             )
         return self._session
 
@@ -161,7 +162,7 @@ class Upstream:
         headers = {"content-type": "application/json",
                    "accept": "text/event-stream" if stream else "application/json", **headers}
         try:
-            response = await self.session().post(base + path, data=encode_json(payload), headers=headers)
+            response = await self._send(base + path, encode_json(payload), headers)
         except (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError) as error:
             raise WorksetError(502, f"upstream {base} unreachable: {error}", "upstream_unreachable",
                                "upstream_error") from error
@@ -198,6 +199,20 @@ class Upstream:
             _check_json(content, response.status, base, relayed)
         return Reply(response.status, content, "application/json", relayed)
 
+    async def _send(self, url: str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+        """POST `data`, sent again when a pooled connection breaks before any answer: the provider ended that
+        connection's keep-alive as it was picked (aiohttp retries only idempotent methods there; the OpenAI SDK
+        retries a POST too). A new connection that breaks is the provider's fault, not retried. Bounded by the
+        pool: each broken connection leaves it."""
+        for _ in range(self.settings.max_connections):
+            attempt = {"reused": False}
+            try:
+                return await self.session().post(url, data=data, headers=headers, trace_request_ctx=attempt)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                if not attempt["reused"]:
+                    raise
+        return await self.session().post(url, data=data, headers=headers)
+
     # --- litellm for every other provider -------------------------------------------------------------------
 
     async def _litellm(self, function: str, target: Route, body: dict[str, Any], caller_key: str | None) -> Any:
@@ -226,6 +241,17 @@ class Upstream:
         if not body.get("stream"):
             return Reply(200, orjson.dumps(response.model_dump(exclude_none=True)), headers=headers)
         return Stream(_litellm_chunks(response, target.model), headers)
+
+
+def _reuse_tracer() -> aiohttp.TraceConfig:
+    """Marks a request's `trace_request_ctx` {"reused": True} when it goes out on a pooled connection."""
+    async def reused(session: aiohttp.ClientSession, context: Any, params: Any) -> None:
+        if isinstance(context.trace_request_ctx, dict):
+            context.trace_request_ctx["reused"] = True
+
+    tracer = aiohttp.TraceConfig()
+    tracer.on_connection_reuseconn.append(reused)
+    return tracer
 
 
 SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")  # what an event stream's first line starts with

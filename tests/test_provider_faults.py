@@ -5,6 +5,8 @@ serving (issue 9, items 4 and 6). Also the summariser and the workset_recall fol
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -226,8 +228,6 @@ def test_an_unreachable_provider_is_a_502(start_proxy: Any, fake: Any, streamed:
 
 def test_faults_of_one_caller_leave_other_callers_alone(faulty: Any, fake: Any) -> None:
     """A hanging request and a healthy one at the same time: the healthy one is answered at once."""
-    import threading
-
     fake.script(Hang(60))
     hanging: dict[str, httpx.Response] = {}
     thread = threading.Thread(target=lambda: hanging.setdefault("response", ask(faulty, False, "stuck")))
@@ -241,6 +241,100 @@ def test_faults_of_one_caller_leave_other_callers_alone(faulty: Any, fake: Any) 
     finally:
         thread.join(30)
     assert_openai_error(hanging["response"], 504)
+
+
+class KeepAliveDropper:
+    """A provider on a raw socket that answers the first request of each connection with keep-alive, then reads
+    the next one and closes without a word: what a provider does when its keep-alive runs out just as workset
+    picks the pooled connection. `drop_first` drops even a new connection's first request."""
+
+    def __init__(self, drop_first: bool = False) -> None:
+        self.drop_first = drop_first
+        self.requests: list[tuple[int, int]] = []  # (connection, request number on it)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        connection_number = 0
+        while not self._stopped.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            connection_number += 1
+            threading.Thread(target=self._answer, args=(connection, connection_number), daemon=True).start()
+
+    def _answer(self, connection: socket.socket, number: int) -> None:
+        connection.settimeout(30)
+        with connection:
+            for request_number in (1, 2):
+                if not self._read_request(connection):
+                    return
+                self.requests.append((number, request_number))
+                if request_number == 2 or self.drop_first:
+                    return  # closed unanswered
+                body = json.dumps(COMPLETION).encode()
+                connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                                   b"content-length: %d\r\n\r\n%s" % (len(body), body))
+
+    @staticmethod
+    def _read_request(connection: socket.socket) -> bool:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return False
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        while len(body) < length:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return False
+            body += chunk
+        return True
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(5)
+        self._listener.close()
+
+
+@pytest.fixture
+def dropper() -> Any:
+    servers: list[KeepAliveDropper] = []
+
+    def start(drop_first: bool = False) -> KeepAliveDropper:
+        servers.append(KeepAliveDropper(drop_first))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_a_pooled_connection_the_provider_closed_is_tried_again_on_a_new_one(start_proxy: Any,
+                                                                             dropper: Any) -> None:
+    provider = dropper()
+    proxy = start_proxy(upstream_url=provider.url, upstream={"timeout_s": 10, "connect_timeout_s": 2})
+    for turn in range(3):
+        response = ask(proxy, streamed=turn == 1, content=f"turn {turn}")
+        assert response.status_code == 200, response.text
+        assert "raw answer" in response.text
+    # each later request met the closed keep-alive first, then went out again on a new connection
+    assert provider.requests == [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1)]
+
+
+def test_a_new_connection_the_provider_closes_is_a_502_sent_once(start_proxy: Any, dropper: Any) -> None:
+    provider = dropper(drop_first=True)
+    proxy = start_proxy(upstream_url=provider.url, upstream={"timeout_s": 10, "connect_timeout_s": 2})
+    assert_openai_error(ask(proxy, streamed=False), 502, "upstream_error")
+    assert provider.requests == [(1, 1)]  # a provider that fails on a fresh connection is not asked twice
 
 
 # --- follow-up rounds: the summariser and workset_recall --------------------------------------------------------------
