@@ -29,6 +29,7 @@ from .extractors import Extractor, InlineExtractor, ProcessExtractor
 from .errors import WorksetError, error_body, json_response
 from .hashing import key_hash
 from .inspect import inspection_routes
+from .jsonbytes import IN_STEPS_OVER_BYTES
 from .logs import configure, get_logger
 from .metrics import Metrics, metrics_routes, provider_label
 from .policy import Policy
@@ -190,6 +191,7 @@ class Admitted:
     prepared: Prepared
     outgoing: dict[str, Any]
     answer: Reply | Stream | None = None  # answered by workset itself: nothing goes to the provider
+    sent: dict[str, Any] | None = None  # outgoing with its JSON made ahead (Edge.encoded_for): what goes out first
 
 
 async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
@@ -227,8 +229,9 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
         called = time.perf_counter()
         client_headers = _lower_headers(request)
         query = request.url.query
-        result = admitted.answer or await edge.send(workset.upstream, admitted.target, admitted.outgoing, caller_key,
-                                                    client_headers, query)
+        result = admitted.answer or await edge.send(workset.upstream, admitted.target,
+                                                    admitted.sent or admitted.outgoing, caller_key, client_headers,
+                                                    query)
         fields["upstream_ms"] = round((time.perf_counter() - called) * 1000, 3)  # headers in (whole body if not streamed)
         # x-workset-ms counts all of workset's own work for the request, the deferred part included: it is done by
         # now unless it took longer than the provider did. Recall reads what it stored, so it waits for it too.
@@ -290,8 +293,19 @@ def _record_turn(workset: Workset, edge: Edge, admitted: Admitted, fields: dict[
 def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str], caller_key: str | None,
            fields: dict[str, Any]) -> Admitted:
     """All of workset's work before the provider is called, in one go on a worker (parsing megabytes is work
-    too): the body parsed and checked, routed, its session ids read, the working set built and written back in
-    the client's wire format."""
+    too, and so is writing them as JSON again): the body parsed and checked, routed, its session ids read, the
+    working set built and written back in the client's wire format."""
+    admitted = _admitted(workset, edge, raw, headers, caller_key, fields)
+    if admitted.answer is None:
+        try:
+            admitted.sent = edge.encoded_for(admitted.target, admitted.outgoing, len(raw) > IN_STEPS_OVER_BYTES)
+        except Exception as error:  # what orjson cannot write (a lone surrogate): sent as before, or refused there
+            get_logger().warning("encode_ahead_failed", error=f"{error.__class__.__name__}: {error}"[:200])
+    return admitted
+
+
+def _admitted(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str], caller_key: str | None,
+              fields: dict[str, Any]) -> Admitted:
     body = workset.extractor.parse(raw)
     edge.check(body)
     model = body["model"]

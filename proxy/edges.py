@@ -17,6 +17,7 @@ from . import anthropic, recall, responses
 from .config import Config
 from .engine import Prepared
 from .errors import WorksetError, json_response
+from .jsonbytes import encoded_ahead
 from .records import ClientSession, Message
 from .translation import Translations
 from .upstream import DEFAULT_OPENAI_BASE, Reply, Route, Stream, Upstream, route
@@ -70,6 +71,10 @@ class Edge:
     def render(self, body: dict[str, Any], prepared: Prepared) -> dict[str, Any]:
         """The request to forward, in the client's wire format."""
         raise NotImplementedError
+
+    def encoded_for(self, target: Any, body: dict[str, Any], in_steps: bool) -> dict[str, Any]:
+        """`body` as send() takes it, its JSON made now (on a worker) rather than by the event loop as it sends."""
+        return encoded_ahead(body, in_steps)
 
     async def send(self, upstream: Upstream, target: Any, body: dict[str, Any], caller_key: str | None,
                    client_headers: dict[str, str], query: str = "") -> Reply | Stream:
@@ -127,6 +132,9 @@ class ChatEdge(Edge):
 
     def render(self, body: dict[str, Any], prepared: Prepared) -> dict[str, Any]:
         return strip_session_metadata(prepared.body)
+
+    def encoded_for(self, target: Any, body: dict[str, Any], in_steps: bool) -> dict[str, Any]:
+        return super().encoded_for(target, body, in_steps) if target.fast else body  # litellm reads plain data
 
     async def send(self, upstream: Upstream, target: Any, body: dict[str, Any], caller_key: str | None,
                    client_headers: dict[str, str], query: str = "") -> Reply | Stream:

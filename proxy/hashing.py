@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable
 
-from .jsonbytes import encode_json
+from .jsonbytes import encode_message
 from .records import Message
 
 REF_LENGTH = 12
@@ -32,7 +32,7 @@ def root_hash(caller: str, explicit_session: str | None, client_session: str | N
 
 def node_hash(parent: str, message: Message) -> str:
     digest = hashlib.blake2b(parent.encode(), digest_size=16)
-    digest.update(encode_json(message, sort_keys=True))  # any depth the proxy accepts, keys in order
+    digest.update(encode_message(message, sort_keys=True))  # any depth the proxy accepts, keys in order
     return digest.hexdigest()
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import orjson
 
-from .jsonbytes import encode_json
+from .jsonbytes import encode_json, encode_message
 from .passages import has_cjk, query_words
 from .records import Action, Fact
 from .storage import SUMMED_COUNTS, Answer, NewMessage, NodeRow, Scope, StoredTurn
@@ -187,7 +187,7 @@ class SqlStore:
                 f" outcome, names, created_at) VALUES (?, ?, ?, ?, ?, {self.JSON_TEXT}, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT DO NOTHING",
                 (item.hash, session_id, item.parent, item.depth, str(item.message.get("role")),
-                 encode_json(item.message), item.tokens, item.ref, item.tool, item.gist, item.outcome,
+                 encode_message(item.message), item.tokens, item.ref, item.tool, item.gist, item.outcome,
                  " ".join(item.names), now),
             )
             if added and item.evidence:

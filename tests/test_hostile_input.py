@@ -4,12 +4,15 @@ and the provider's pacing and request-id headers reach the client (issue 9, item
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import httpx
 import openai
 import pytest
 from fakeupstream import Completion, Error
+
+from proxy.jsonbytes import IN_STEPS_OVER_BYTES
 
 pytestmark = pytest.mark.e2e
 
@@ -120,6 +123,24 @@ def test_json_nested_deeper_than_orjson_writes_is_forwarded(proxy: Any, fake: An
     raw = fake.chat_requests()[-1].raw
     assert raw.count(b"[") >= 2 * depth and b'"bottom"' in raw
     assert b"again" in raw and b'"name":"t"' in raw.replace(b" ", b"")
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+def test_a_large_body_of_cjk_and_escapes_reaches_the_provider_as_sent(proxy: Any, fake: Any, streamed: bool) -> None:
+    """A body over jsonbytes.IN_STEPS_OVER_BYTES is written as JSON again on a worker, in pieces, not by the event
+    loop: what reaches the provider is what the client sent."""
+    text = "".join(random.Random(3).choice(["中", "：", '"', "\\", "\n", "\x01", "😀", "a", "\u2028"])
+                   for _ in range(400_000))
+    messages = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": text}]
+    fake.script(Completion("read it"))
+    created = proxy.client().chat.completions.create(model="gpt-test", messages=messages, stream=streamed,
+                                                      extra_headers={"x-workset-policy": "passthrough"})
+    answer = "".join(chunk.choices[0].delta.content or "" for chunk in created if chunk.choices) if streamed \
+        else created.choices[0].message.content
+    assert answer == "read it"
+    received = fake.chat_requests()[-1]
+    assert received.body["messages"] == messages and received.body["stream"] is streamed
+    assert len(received.raw) > IN_STEPS_OVER_BYTES
 
 
 def test_json_nested_past_the_parser_limit_is_a_400(proxy: Any, fake: Any) -> None:
