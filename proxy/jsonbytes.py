@@ -46,7 +46,10 @@ def encode_message(message: Any, sort_keys: bool = False) -> bytes:
 
 
 def _holds_long_text(message: Any) -> bool:
-    """A string over STEP_CHARS among the message's fields or its content parts' (a few lookups: no walk)."""
+    """A string over STEP_CHARS: the message itself, or among its fields or its content parts' (a few lookups: no
+    walk)."""
+    if isinstance(message, str):
+        return len(message) > STEP_CHARS
     if not isinstance(message, dict):
         return False
     for value in message.values():
@@ -62,9 +65,17 @@ def encoded_ahead(body: dict[str, Any], in_steps: bool) -> dict[str, Any]:
     """A copy of `body` whose members (`model` aside) hold their JSON already (Encoded): encoding the copy
     then only copies bytes, so the sender (the event loop) does not pay for a megabyte. `in_steps` for a large body:
     no single call holds the interpreter lock for long."""
-    encode = _encode_iteratively if in_steps else encode_json
+    encode = _encode_in_pieces if in_steps else encode_json
     return {key: Encoded(encode(value)) if key != "model" and isinstance(value, (dict, list, str)) else value
             for key, value in body.items()}
+
+
+def _encode_in_pieces(value: Any) -> bytes:
+    """A large body's member: a list item by item (a message each), every item in one orjson call unless a text of
+    it is long. Walking every node in Python instead would cost 5 ms for 300 messages."""
+    if isinstance(value, list):
+        return b"[" + b",".join(encode_message(item) for item in value) + b"]"
+    return encode_message(value)
 
 
 def _encode_iteratively(value: Any, sort_keys: bool = False) -> bytes:
