@@ -192,6 +192,7 @@ class Admitted:
     outgoing: dict[str, Any]
     answer: Reply | Stream | None = None  # answered by workset itself: nothing goes to the provider
     sent: dict[str, Any] | None = None  # outgoing with its JSON made ahead (Edge.encoded_for): what goes out first
+    large: bool = False  # the client's body was large: what goes out is written in steps (recall rounds too)
 
 
 async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
@@ -297,11 +298,19 @@ def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str],
     working set built and written back in the client's wire format."""
     admitted = _admitted(workset, edge, raw, headers, caller_key, fields)
     if admitted.answer is None:
-        try:
-            admitted.sent = edge.encoded_for(admitted.target, admitted.outgoing, len(raw) > IN_STEPS_OVER_BYTES)
-        except Exception as error:  # what orjson cannot write (a lone surrogate): sent as before, or refused there
-            get_logger().warning("encode_ahead_failed", error=f"{error.__class__.__name__}: {error}"[:200])
+        admitted.large = len(raw) > IN_STEPS_OVER_BYTES
+        admitted.sent = _encoded(edge, admitted.target, admitted.outgoing, admitted.large)
     return admitted
+
+
+def _encoded(edge: Edge, target: Any, body: dict[str, Any], in_steps: bool) -> dict[str, Any] | None:
+    """`body` with its JSON made now, on a worker (Edge.encoded_for), so that the event loop only copies bytes as it
+    sends; None when orjson cannot write it (a lone surrogate): it is then sent as it is, or refused there."""
+    try:
+        return edge.encoded_for(target, body, in_steps)
+    except Exception as error:
+        get_logger().warning("encode_ahead_failed", error=f"{error.__class__.__name__}: {error}"[:200])
+        return None
 
 
 def _admitted(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str], caller_key: str | None,
@@ -402,7 +411,8 @@ async def _answer_recall(workset: Workset, edge: Edge, admitted: Admitted, calle
                         policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars)
 
     async def ask(body: dict[str, Any]) -> Reply | Stream:
-        return await edge.send(workset.upstream, admitted.target, body, caller_key, client_headers, query)
+        sent = await workset.run(_encoded, edge, admitted.target, body, admitted.large)
+        return await edge.send(workset.upstream, admitted.target, sent or body, caller_key, client_headers, query)
 
     async def resolve(arguments: str) -> str:
         return await workset.run(resolver, arguments)
