@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.machine import speed_line  # noqa: E402
 from proxy.config import IngestSettings  # noqa: E402
 from proxy.extract import extract, tool_output_gist  # noqa: E402
 from proxy.extract.actions import runner_command  # noqa: E402
@@ -333,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     counter = TokenCounter()
     texts = adversarial_texts(args.size)
+    print(speed_line())
     print(f"adversarial extraction, {len(texts)} texts of {args.size:,} chars; target {TARGET_MS:.0f} ms per call "
           f"(best of {args.repeat})")
     print(f"{'entry point':<26} {'worst ms':>9}  worst input")

@@ -57,6 +57,7 @@ for folder in (ROOT, ROOT / "tests"):  # bench.* and the tests' server helpers, 
         sys.path.insert(0, str(folder))
 
 from bench.latency import percentile  # noqa: E402
+from bench.machine import speed_line  # noqa: E402
 from bench.recording_provider import REPORT_PATH, group_of, handle, marker, record_name, tool_output  # noqa: E402
 from servers import ServerProcess, free_port  # noqa: E402
 
@@ -887,12 +888,14 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (store, config)")
     args = parser.parse_args(list(argv) if argv is not None else None)
     opts = Options(**{name: getattr(args, name) for name in vars(defaults)})
+    speed = speed_line()  # before any server runs: the machine alone
     folder = Path(tempfile.mkdtemp(prefix="workset-load-"))
     try:
         results = asyncio.run(run_suite(opts, folder))
     except BaseException:
         print(f"the run broke off; its store and config are in {folder}", file=sys.stderr)
         raise
+    print(speed)
     print("\n".join(summary(results, opts)))
     failures = results.failures()
     misses = [] if args.no_targets else targets(results, opts)

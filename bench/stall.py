@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench.adversarial import adversarial_texts  # noqa: E402
 from bench.latency import percentile  # noqa: E402
+from bench.machine import speed_line  # noqa: E402
 from servers import ServerProcess, free_port  # noqa: E402
 
 TARGET_MS = 20.0  # issue 9: no other tenant's request delayed by more than this while a hostile one runs
@@ -169,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-s", type=float, default=5.0, help="seconds the victim runs alone first")
     args = parser.parse_args(argv)
     count = len(adversarial_texts(1000))  # their number (the attacker's process makes them at full size)
+    speed = speed_line()  # before any server runs: the machine alone
     with tempfile.TemporaryDirectory() as folder_name:
         folder = Path(folder_name)
         ports = {name: free_port() for name in ("victim", "attacker", "proxy")}
@@ -185,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             figures = asyncio.run(run(proxy.url, providers["victim"].url, args.size, args.baseline_s))
     alone, under = [sample.ms for sample in figures.alone], [sample.ms for sample in figures.under]
     base, p95_delay, worst_delay = delays(figures.alone, figures.under)
+    print(speed)
     print(f"one tenant's hostile texts against another's requests: {count} texts of {args.size:,} chars")
     print(f"victim alone:        {len(alone):>4} requests, median {base:.1f} ms, p95 {percentile(alone, 0.95):.1f} ms,"
           f" max {max(alone):.1f} ms")
