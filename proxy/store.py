@@ -154,8 +154,8 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migrate_to_1, _mig
 
 
 class SqliteStore(SqlStore):
-    """The store in one SQLite file: a writer thread owns one connection, readers share another (WAL lets them run
-    side by side). One process at a time writes it."""
+    """The store in one SQLite file: a writer thread owns one connection, each thread that reads has its own (WAL
+    lets them all run side by side). One process at a time writes it."""
 
     def __init__(self, path: str | Path, writer_nice: int = 0) -> None:
         self.path = Path(path)
@@ -165,8 +165,12 @@ class SqliteStore(SqlStore):
         self.db = sqlite_utils.Database(self._write)
         self._write.execute("PRAGMA journal_mode=WAL")
         self.migrate()
-        self._read = _connect(path)
-        self._read_lock = threading.Lock()
+        # Each thread that reads has a connection of its own: WAL lets them read side by side, where one shared
+        # connection put every read in line, each holding it across the interpreter-lock waits of a busy server.
+        self._readers = threading.local()
+        self._reader_of: dict[threading.Thread, sqlite3.Connection] = {}  # to close (at exit, or its thread's)
+        self._readers_lock = threading.Lock()
+        self._closed = False
         # Writes go through one background thread so requests never wait on SQLite. A crash can only lose
         # writes that the client's next request carries again (agents resend the whole history). It runs at a
         # lower priority: full-text indexing a megabyte is CPU that requests beside it need more.
@@ -187,14 +191,30 @@ class SqliteStore(SqlStore):
 
     def close(self) -> None:
         self.queue.close()
-        with self._read_lock:
-            self._read.close()
+        with self._readers_lock:
+            self._closed = True
+            for reader in self._reader_of.values():
+                reader.close()
+            self._reader_of.clear()
         self._write.close()
 
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's read connection, made at its first read (the connections of threads that ended are
+        closed then: the server's threads live as long as it does, a test's may not)."""
+        reader: sqlite3.Connection | None = getattr(self._readers, "connection", None)
+        if reader is None:
+            with self._readers_lock:
+                if self._closed:
+                    raise sqlite3.ProgrammingError("the store is closed")
+                for ended in [thread for thread in self._reader_of if not thread.is_alive()]:
+                    self._reader_of.pop(ended).close()
+                reader = self._reader_of[threading.current_thread()] = _connect(self.path)
+            self._readers.connection = reader
+        return reader
+
     def _fetch(self, query: str, params: Sequence[Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
-        with self._read_lock:
-            cursor = self._read.execute(query, params)
-            return [column[0] for column in cursor.description or ()], cursor.fetchall()
+        cursor = self._reader().execute(query, params)
+        return [column[0] for column in cursor.description or ()], cursor.fetchall()
 
     def _exec(self, query: str, params: Sequence[Any] = ()) -> int:
         return self._write.execute(query, params).rowcount

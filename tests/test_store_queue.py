@@ -165,3 +165,43 @@ def test_the_sqlite_writer_runs_at_a_lower_priority_than_the_server(tmp_path: Pa
         assert seen == min(19, mine + 7)
     finally:
         store.close()
+
+
+def test_sqlite_reads_of_different_threads_do_not_wait_for_each_other(tmp_path: Path) -> None:
+    """One slow read (held here inside SQLite) does not hold up another thread's: each thread reads on its own
+    connection. With one shared connection, the second read waited for the first to finish."""
+    store = open_store(tmp_path / "store.db")
+    gate = threading.Event()
+
+    def held_read() -> object:
+        store._reader().create_function("hold", 0, lambda: int(gate.wait(WAIT_S)))  # type: ignore[attr-defined]
+        return store._fetch("SELECT hold()", ())  # type: ignore[attr-defined]
+
+    try:
+        slow, out = in_thread(held_read)
+        other, other_out = in_thread(lambda: store.find_sessions("nobody"))
+        other.join(WAIT_S)
+        assert other_out == [[]] and slow.is_alive(), "a read waited for another thread's read"
+        gate.set()
+        slow.join(WAIT_S)
+        assert out == [(["hold()"], [(1,)])]
+    finally:
+        gate.set()
+        store.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files in /proc")
+def test_threads_that_read_and_end_leave_no_connection_open(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "store.db")
+    try:
+        store.find_sessions("nobody")
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(40):
+            reader, out = in_thread(lambda: store.find_sessions("nobody"))
+            reader.join(WAIT_S)
+            assert out == [[]]
+        assert len(os.listdir("/proc/self/fd")) - before <= 3  # the last thread's connection at most
+    finally:
+        store.close()
+    with pytest.raises(Exception):
+        store.find_sessions("nobody")
