@@ -231,38 +231,48 @@ class Sessions:
         # (a lock left held would stall every later request of the conversation): the branch's serial lock, then
         # the session's lock among replicas sharing the store.
         held = ExitStack()
-        with self.serial(root):
-            branch, known = self._from_cache(root, messages)
-            hashes: list[str] | None = None  # of the request's whole path, when the store was asked for it
-            if branch is None:
-                check(messages, 0)
-                branch, known, hashes = self._from_store(root, caller, explicit_session, messages, model, policy,
-                                                         observations, client_session)
-            else:
-                check(messages, known)
-            # Waits only while a request of this very conversation is still being built on the branch (here, or
-            # on another replica).
-            branch.serial.acquire()
-            held.callback(branch.serial.release)
-            try:
-                held.enter_context(self.store.exclusive("session:" + branch.session_id))
-                if self._stale(branch):
-                    # Another replica compacted this session since this one last read it: what the store holds
-                    # now (read under the lock: all that replica's build wrote) replaces the cached path. (The
-                    # dropped branch's lock is let go with the rest: no request of this process builds on it now.)
-                    self.cache.drop(branch)
+        # The branch's own lock, taken under the tree's, is kept past it: the new messages are measured (their
+        # tokens counted, their tool outcomes read) while the key's other conversations find their paths.
+        with ExitStack() as measuring:
+            with self.serial(root):
+                branch, known = self._from_cache(root, messages)
+                hashes: list[str] | None = None  # of the request's whole path, when the store was asked for it
+                if branch is None:
                     check(messages, 0)
-                    branch, known, hashes = self._from_store(root, caller, explicit_session, messages, model,
-                                                             policy, observations, client_session)
-                    branch.serial.acquire()
-                    held.callback(branch.serial.release)
-                with branch.lock:
+                    branch, known, hashes = self._from_store(root, caller, explicit_session, messages, model, policy,
+                                                             observations, client_session)
+                else:
+                    check(messages, known)
+                # Waits only while a request of this very conversation is still being built on the branch (here,
+                # or on another replica).
+                branch.serial.acquire()
+                held.callback(branch.serial.release)
+                try:
+                    held.enter_context(self.store.exclusive("session:" + branch.session_id))
+                    if self._stale(branch):
+                        # Another replica compacted this session since this one last read it: what the store holds
+                        # now (read under the lock: all that replica's build wrote) replaces the cached path. (The
+                        # dropped branch's lock is let go with the rest: no request of this process builds on it
+                        # now.)
+                        self.cache.drop(branch)
+                        check(messages, 0)
+                        branch, known, hashes = self._from_store(root, caller, explicit_session, messages, model,
+                                                                 policy, observations, client_session)
+                        branch.serial.acquire()
+                        held.callback(branch.serial.release)
+                    measuring.enter_context(branch.lock)
                     new = self._ingest(branch, caller, messages, known, model, policy, observations, hashes)
+                except Exception:
+                    self.cache.drop(branch)  # memory may be half-updated; the store is the truth
+                    held.close()
+                    raise
+                evicted = self.cache.put(branch)
+            try:
+                self._measure(branch, len(branch.messages) - new)
             except Exception:
-                self.cache.drop(branch)  # memory may be half-updated; the store is the truth
+                self.cache.drop(branch)
                 held.close()
                 raise
-            evicted = self.cache.put(branch)
         with held:
             for old in evicted:
                 try:
@@ -422,25 +432,34 @@ class Sessions:
         task = first_user(messages)
         for offset, digest in enumerate(new_hashes):
             index = known + offset
-            message = messages[index]
-            tokens = self.counter.message(message)
-            branch.messages.append(message)
-            observed = observations.is_observation(branch.messages, index, task)
-            # A tool result's outcome is known at once (failures trigger retrieval); the rest waits for settle().
-            tool, gist, outcome = tool_outcome(messages, index, task, observed) \
-                if observed or is_tool_result(message) else ("", "", "")
-            branch.observed.append(observed)
+            branch.messages.append(messages[index])
+            branch.observed.append(observations.is_observation(branch.messages, index, task))
             branch.hashes.append(digest)
             branch.node_sessions.append(branch.session_id)
             branch.refs.append(ref_of(digest))
-            branch.tokens.append(tokens)
-            branch.tool_names.append(tool)
-            branch.gists.append(gist)
-            branch.outcomes.append(outcome)
+            branch.tokens.append(0)  # counted by _measure, out of the tree's lock
+            branch.tool_names.append("")
+            branch.gists.append("")
+            branch.outcomes.append("")
             branch.names.append(())
-            branch.total_tokens += tokens
         branch.recorded_as = (model, policy)
         return len(new_hashes)
+
+    def _measure(self, branch: Branch, start: int) -> None:
+        """The token counts and tool outcomes of the messages _ingest appended from `start` on. Called once the
+        tree's lock is let go (the key's other conversations find their paths meanwhile), under the branch's own,
+        so that nothing reads these messages' sizes before they are known."""
+        messages = branch.messages
+        task = first_user(messages)
+        for index in range(start, len(messages)):
+            message = messages[index]
+            tokens = self.counter.message(message)
+            branch.tokens[index] = tokens
+            branch.total_tokens += tokens
+            # A tool result's outcome is known at once (failures trigger retrieval); the rest waits for settle().
+            if branch.observed[index] or is_tool_result(message):
+                branch.tool_names[index], branch.gists[index], branch.outcomes[index] = \
+                    tool_outcome(messages, index, task, branch.observed[index])
 
     def _diverges(self, branch: Branch, known: int, first_new: str) -> bool:
         """Whether the message after the branch's first `known` ones already went on differently in another

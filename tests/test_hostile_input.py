@@ -378,6 +378,43 @@ def test_conversations_of_one_key_are_built_side_by_side(proxy: Any, fake: Any) 
     assert results["slow"].headers["x-workset-session"] != other.headers["x-workset-session"]
 
 
+def test_a_conversations_new_message_is_measured_without_holding_up_the_keys_others(proxy: Any, fake: Any) -> None:
+    """Counting a new message's tokens (a long tool output takes milliseconds) happens once the key's tree lock is
+    let go: another conversation of the same key, with the same system prompt, goes on meanwhile."""
+    import threading
+
+    system = {"role": "system", "content": "You are the team's agent."}
+    begun = [system, {"role": "user", "content": "other task"}]
+    first = post(proxy, {"model": "gpt-test", "messages": begun})
+    assert first.status_code == 200
+    going_on = [*begun, first.json()["choices"][0]["message"], {"role": "user", "content": "and then?"}]
+    counter = proxy.engine.sessions.counter
+    entered, release = threading.Event(), threading.Event()
+    count = counter.message
+
+    def held_count(message: dict[str, Any], *args: Any, **kwargs: Any) -> int:
+        if message.get("content") == "hold me" and not release.is_set():
+            entered.set()
+            release.wait(20)
+        return count(message, *args, **kwargs)
+
+    counter.message = held_count
+    results: dict[str, httpx.Response] = {}
+    slow = threading.Thread(target=lambda: results.setdefault("slow", post(
+        proxy, {"model": "gpt-test", "messages": [system, {"role": "user", "content": "hold me"}]})))
+    slow.start()
+    try:
+        assert entered.wait(20)
+        other = post(proxy, {"model": "gpt-test", "messages": going_on})
+        assert other.status_code == 200 and "slow" not in results
+    finally:
+        release.set()
+        slow.join(30)
+        del counter.message
+    assert results["slow"].status_code == 200
+    assert results["slow"].headers["x-workset-session"] != other.headers["x-workset-session"]
+
+
 def test_an_integer_beyond_64_bits_reaches_the_provider_digit_for_digit(proxy: Any, fake: Any) -> None:
     """orjson would read it as a float: 123456789012345678901234567890 must not arrive as 1.2345678901234568e+29."""
     body = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}],
