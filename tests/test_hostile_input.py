@@ -346,6 +346,31 @@ def test_workset_ms_counts_the_deferred_ingest(proxy: Any, fake: Any, capsys: An
     assert logged["deferred_ms"] >= 300 and logged["workset_ms"] < logged["deferred_ms"]
 
 
+TEAM_SYSTEM = {"role": "system", "content": "You are the team's agent."}
+
+
+def answered_while_held(proxy: Any, entered: Any, release: Any,
+                        other: list[dict[str, Any]]) -> tuple[httpx.Response, httpx.Response]:
+    """A conversation of the team's key whose last message is "hold me" (the caller holds it inside workset's work
+    until `release`, setting `entered` once there), then `other` of the same key: the other's answer, checked to
+    come while the first is still held, and then the first's."""
+    import threading
+
+    results: dict[str, httpx.Response] = {}
+    slow = threading.Thread(target=lambda: results.setdefault("slow", post(
+        proxy, {"model": "gpt-test", "messages": [TEAM_SYSTEM, {"role": "user", "content": "hold me"}]})))
+    slow.start()
+    try:
+        assert entered.wait(20)
+        answered = post(proxy, {"model": "gpt-test", "messages": other})
+        assert answered.status_code == 200 and "slow" not in results
+    finally:
+        release.set()
+        slow.join(30)
+    assert results["slow"].status_code == 200
+    return answered, results["slow"]
+
+
 def test_conversations_of_one_key_are_built_side_by_side(proxy: Any, fake: Any) -> None:
     """A team's agents share one key and one system prompt: while one conversation's working set is being built
     (a long compaction, say), another conversation of the same key is answered."""
@@ -362,20 +387,8 @@ def test_conversations_of_one_key_are_built_side_by_side(proxy: Any, fake: Any) 
         return build(body, *args, **kwargs)
 
     engine._build = held_build  # noqa: SLF001
-    system = {"role": "system", "content": "You are the team's agent."}
-    results: dict[str, httpx.Response] = {}
-    slow = threading.Thread(target=lambda: results.setdefault("slow", post(
-        proxy, {"model": "gpt-test", "messages": [system, {"role": "user", "content": "hold me"}]})))
-    slow.start()
-    try:
-        assert entered.wait(20)
-        other = post(proxy, {"model": "gpt-test", "messages": [system, {"role": "user", "content": "other task"}]})
-        assert other.status_code == 200 and "slow" not in results
-    finally:
-        release.set()
-        slow.join(30)
-    assert results["slow"].status_code == 200
-    assert results["slow"].headers["x-workset-session"] != other.headers["x-workset-session"]
+    other, held = answered_while_held(proxy, entered, release, [TEAM_SYSTEM, {"role": "user", "content": "other task"}])
+    assert held.headers["x-workset-session"] != other.headers["x-workset-session"]
 
 
 def test_a_conversations_new_message_is_measured_without_holding_up_the_keys_others(proxy: Any, fake: Any) -> None:
@@ -383,8 +396,7 @@ def test_a_conversations_new_message_is_measured_without_holding_up_the_keys_oth
     let go: another conversation of the same key, with the same system prompt, goes on meanwhile."""
     import threading
 
-    system = {"role": "system", "content": "You are the team's agent."}
-    begun = [system, {"role": "user", "content": "other task"}]
+    begun = [TEAM_SYSTEM, {"role": "user", "content": "other task"}]
     first = post(proxy, {"model": "gpt-test", "messages": begun})
     assert first.status_code == 200
     going_on = [*begun, first.json()["choices"][0]["message"], {"role": "user", "content": "and then?"}]
@@ -399,20 +411,11 @@ def test_a_conversations_new_message_is_measured_without_holding_up_the_keys_oth
         return count(message, *args, **kwargs)
 
     counter.message = held_count
-    results: dict[str, httpx.Response] = {}
-    slow = threading.Thread(target=lambda: results.setdefault("slow", post(
-        proxy, {"model": "gpt-test", "messages": [system, {"role": "user", "content": "hold me"}]})))
-    slow.start()
     try:
-        assert entered.wait(20)
-        other = post(proxy, {"model": "gpt-test", "messages": going_on})
-        assert other.status_code == 200 and "slow" not in results
+        other, held = answered_while_held(proxy, entered, release, going_on)
     finally:
-        release.set()
-        slow.join(30)
         del counter.message
-    assert results["slow"].status_code == 200
-    assert results["slow"].headers["x-workset-session"] != other.headers["x-workset-session"]
+    assert held.headers["x-workset-session"] != other.headers["x-workset-session"]
 
 
 def test_an_integer_beyond_64_bits_reaches_the_provider_digit_for_digit(proxy: Any, fake: Any) -> None:
