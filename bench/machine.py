@@ -36,7 +36,7 @@ def _mix(history: list[dict[str, object]], text: str, blob: bytes) -> int:
 
 
 def reference_ms(runs: int = 5) -> float:
-    """Milliseconds of the fixed mix, best of `runs` (10.6-11.7 ms in that slow session)."""
+    """Milliseconds of the fixed mix, best of `runs` (10.6-12.6 ms in that slow session)."""
     history = _history()
     text = " ".join(str(message["content"]) for message in history) * 2
     blob = text.encode() * 4

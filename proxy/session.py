@@ -190,8 +190,9 @@ class Sessions:
       and appends its new messages, which is short;
     - a branch's `serial`: held by the request that builds its working set on the branch, which may be long
       (compaction); only a request of the very same conversation waits for it;
-    - a branch's `lock`: held while its messages are appended or settled, so settling one request (on a worker,
-      beside the provider's latency) never races the next one.
+    - a branch's `lock`: held while its messages are appended, measured (tokens, tool outcomes: after the tree's
+      lock is let go) or settled, so settling one request (on a worker, beside the provider's latency) never races
+      the next one, and nothing reads a new message's size before it is known.
     So the conversations of one key (one tree) are built side by side."""
 
     def __init__(self, store: Store, counter: TokenCounter, max_branches: int = 512, lock_stripes: int = 64,
@@ -404,8 +405,9 @@ class Sessions:
 
     def _ingest(self, branch: Branch, caller: str, messages: list[Message], known: int, model: str, policy: str,
                 observations: ObservationMatcher, hashes: list[str] | None = None) -> int:
-        """Append the request's messages after the branch's first `known` ones; `hashes` (of the whole path, when
-        already made) spares hashing them again: a megabyte costs milliseconds to hash."""
+        """Append the request's messages after the branch's first `known` ones, their sizes left for _measure;
+        `hashes` (of the whole path, when already made) spares hashing them again: a megabyte costs milliseconds
+        to hash."""
         if known == len(messages) and known == len(branch.messages):
             branch.messages[:] = messages  # same content; keep the newest objects for identity checks
             return 0
