@@ -438,19 +438,6 @@ async def _answer_recall(workset: Workset, edge: Edge, admitted: Admitted, calle
                   result.headers)
 
 
-async def _start_summary(workset: Workset, prepared: Prepared, caller_key: str | None) -> float:
-    """Precompute the next compaction's summary in the background, if the policy wants one now; the milliseconds
-    spent deciding (the summary itself is the summariser model's time, not workset's)."""
-    try:
-        job, spent = await workset.run(_cpu_timed, workset, workset.engine.summary_job, prepared)
-    except Exception as error:  # a summary is an optimisation: never fail the request for it
-        get_logger().error("summary_job_failed", error=f"{error.__class__.__name__}: {error}")
-        return 0.0
-    if job is not None:
-        workset.background(_summarize(workset, prepared, job, caller_key), finish=False)
-    return spent
-
-
 async def _summarize(workset: Workset, prepared: Prepared, job: Job, caller_key: str | None) -> None:
     """Ask the summariser model (routed like any request), within summarizer.timeout_s; record the result."""
     policy = workset.engine.policies[prepared.policy]
@@ -480,14 +467,28 @@ async def _summarize(workset: Workset, prepared: Prepared, job: Job, caller_key:
 
 
 async def _after_sending(workset: Workset, prepared: Prepared, caller_key: str | None) -> float:
-    """Settle the request's new messages on a worker, then start a background summary if one is due; the
-    milliseconds of workset's own work this took."""
+    """Settle the request's new messages and decide on a background summary, in one job on a worker (each hand-over
+    to a worker waits for the interpreter while other requests' work runs), then start the summary if one is due;
+    the milliseconds of workset's own work this took."""
     try:
-        _, spent = await workset.run(_cpu_timed, workset, workset.engine.settle, prepared)
+        job, spent = await workset.run(_cpu_timed, workset, _settled, workset, prepared)
     except Exception as error:  # the request already went out; a failed ingest is logged, never raised
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
         return 0.0
-    return round(spent + await _start_summary(workset, prepared, caller_key), 3)
+    if job is not None:
+        workset.background(_summarize(workset, prepared, job, caller_key), finish=False)
+    return round(spent, 3)
+
+
+def _settled(workset: Workset, prepared: Prepared) -> Job | None:
+    """The request's new messages settled; then the summary to precompute for the next compaction, if the policy
+    wants one now."""
+    workset.engine.settle(prepared)
+    try:
+        return workset.engine.summary_job(prepared)
+    except Exception as error:  # a summary is an optimisation: never fail the request for it
+        get_logger().error("summary_job_failed", error=f"{error.__class__.__name__}: {error}")
+        return None
 
 
 def _cpu_timed(workset: Workset, work: Callable[..., T], *args: Any) -> tuple[T, float]:
