@@ -91,6 +91,9 @@ class StoreSettings:
     lock_timeout_s: float = setting(
         10.0, "PostgreSQL: longest wait for another replica to finish building a request of the same conversation",
         min=0.1)
+    migrate_timeout_s: float = setting(
+        120.0, "PostgreSQL: longest the schema's creation or upgrade at start-up may take, a wait for another "
+               "replica's included; then start-up fails", min=1.0)
     writer_nice: int = setting(
         10, "SQLite: how much lower the priority of the thread that writes the store is (Linux nice steps; 0: the "
             "server's): indexing a tenant's megabyte then takes the CPU requests leave", min=0, max=19)

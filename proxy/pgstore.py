@@ -225,6 +225,11 @@ class PostgresStore(SqlStore):
         """Create or upgrade the schema in one transaction, one replica at a time (the others wait, then find it
         done)."""
         with self._pool.connection() as conn, conn.transaction():
+            # start-up, not a request: statement_timeout (store.timeout_s) would fail a replica that waits for
+            # another's migration, or DDL on a busy database
+            cap = int(self.settings.migrate_timeout_s * 1000)
+            conn.execute(f"SET LOCAL statement_timeout = {cap}")
+            conn.execute(f"SET LOCAL lock_timeout = {cap}")
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('workset:migrate', 0))")
             schema = _first_schema(str(conn.execute("SHOW search_path").fetchone()[0]))  # type: ignore[index]
             if schema:

@@ -197,6 +197,50 @@ def test_a_lock_is_held_by_one_process_at_a_time_and_shared_by_its_threads(tmp_p
         there.close()
 
 
+@pytest.mark.skipif(not POSTGRES, reason="replicas migrating at once: SQLite has one process")
+def test_a_replica_starting_during_another_s_migration_waits_for_it_not_for_timeout_s(tmp_path: Path) -> None:
+    """store.timeout_s bounds a request's statements, not start-up: a replica whose migration waits longer than
+    that for another replica's starts once the other is done; one that waits past store.migrate_timeout_s fails to
+    start, saying so."""
+    import threading
+    import time
+
+    import psycopg
+
+    from proxy.config import StoreSettings
+
+    location = store_location(tmp_path / "store.db")
+
+    def migrating_elsewhere(seconds: float) -> threading.Event:
+        """Another replica's migration (its lock) for `seconds`; the event is set once the lock is held."""
+        held = threading.Event()
+
+        def hold() -> None:
+            with psycopg.connect(location, autocommit=True, connect_timeout=5) as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('workset:migrate', 0))")
+                held.set()
+                time.sleep(seconds)
+
+        threading.Thread(target=hold, daemon=True).start()
+        assert held.wait(10)
+        return held
+
+    migrating_elsewhere(1.5)
+    started = time.monotonic()
+    store = open_store(location, StoreSettings(timeout_s=0.3))
+    try:
+        assert time.monotonic() - started >= 1.0  # it did wait for the other replica
+        assert store.sessions() == []
+    finally:
+        store.close()
+
+    migrating_elsewhere(6)
+    started = time.monotonic()
+    with pytest.raises(Exception, match="statement timeout|lock timeout"):
+        open_store(location, StoreSettings(timeout_s=0.3, migrate_timeout_s=1.0))
+    assert time.monotonic() - started < 5
+
+
 def _cut_lock_holders(location: str, name: str) -> int:
     """Terminate the server connections holding the advisory lock `name` (a cut cable, as the server sees it)."""
     return len(run_sql(location, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
