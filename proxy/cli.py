@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
-from .config import Config, load_config
+from .config import Config, ServerSettings, load_config
 from .errors import WorksetError
 from .policy import Policy, load_policies
 from .schema import ConfigError
@@ -58,19 +58,21 @@ def serve(args: argparse.Namespace) -> int:
     from .httpserver import http_protocol
 
     app = create_app(config, policies)
-    tune_collector(config.server.gc_young_threshold)
+    tune_interpreter(config.server)
     uvicorn.run(app, host=config.server.host, port=config.server.port, log_level="warning", access_log=False,
                 timeout_graceful_shutdown=5, http=http_protocol())
     return 0
 
 
-def tune_collector(young_threshold: int) -> None:
-    """Collect young objects less often, and never scan what start-up built (modules, tokenizer, policies): a
-    request allocates thousands of short-lived objects, and each collection that reaches the old generation walks
-    every session held in memory."""
+def tune_interpreter(server: ServerSettings) -> None:
+    """For a server process, not a library: collect young objects less often, and never scan what start-up built
+    (modules, tokenizer, policies): a request allocates thousands of short-lived objects, and each collection that
+    reaches the old generation walks every session held in memory. And hand the interpreter lock over sooner: a
+    small request's steps each wait for it while a large request's work runs on another thread."""
     _, middle, old = gc.get_threshold()
-    gc.set_threshold(young_threshold, middle, old)
+    gc.set_threshold(server.gc_young_threshold, middle, old)
     gc.freeze()
+    sys.setswitchinterval(server.switch_interval_ms / 1000)
 
 
 def reference(args: argparse.Namespace) -> int:

@@ -55,6 +55,11 @@ class ServerSettings:
         50000, "allocations between the interpreter's collections of young objects (Python's default, 700, makes "
                "it scan a large heap of sessions so often that requests stall for tens of milliseconds)", min=700,
     )
+    switch_interval_ms: float = setting(
+        1.0, "longest a thread running Python keeps the interpreter lock while another waits for it (Python's "
+             "default, 5 ms, lets another tenant's large request hold a small one up 5 ms at each of its steps)",
+        min=0.1, max=100.0,
+    )
 
 
 @dataclass(frozen=True)

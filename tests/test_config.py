@@ -41,12 +41,32 @@ def test_shipped_config_and_presets_load() -> None:
      "model_list[0].litellm_params.api_key: environment variable WS_NOPE_KEY is not set"),
     ({"policy": "no-such-policy"}, "policy 'no-such-policy' not found"),
     ({"logging": {"level": "loud"}}, "logging.level must be one of"),
+    ({"server": {"switch_interval_ms": 0}}, "server.switch_interval_ms must be at least"),
 ])
 def test_bad_config_names_the_key(tmp_path: Path, data: dict[str, Any], needle: str) -> None:
     data = {"policies_dir": str(REPO / "policies"), **data}
     with pytest.raises(ConfigError) as caught:
         load_settings(str(write(tmp_path / "config.yaml", data)))
     assert needle in str(caught.value)
+
+
+def test_a_server_hands_the_interpreter_lock_over_as_configured() -> None:
+    """workset serve tunes its own process (a library importing proxy keeps Python's defaults)."""
+    import gc
+    import sys
+
+    from proxy.cli import tune_interpreter
+    from proxy.config import ServerSettings
+
+    interval, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    try:
+        tune_interpreter(ServerSettings(switch_interval_ms=2.5, gc_young_threshold=1234))
+        assert sys.getswitchinterval() == pytest.approx(0.0025)
+        assert gc.get_threshold()[0] == 1234
+    finally:
+        sys.setswitchinterval(interval)
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 @pytest.mark.parametrize("policy, needle", [
