@@ -137,7 +137,13 @@ class PostgresStore(SqlStore):
         except Exception as error:
             self._pool.close()
             raise RuntimeError(f"cannot reach the store at {without_password(url)}: {error}") from error
-        self.migrate()
+        try:
+            self.migrate()
+        except (errors.QueryCanceled, errors.LockNotAvailable) as error:
+            self._pool.close()
+            raise RuntimeError(f"the store's schema at {without_password(url)} was not ready within "
+                               f"store.migrate_timeout_s ({settings.migrate_timeout_s:g} s): another replica's "
+                               f"migration, or the database, is slow ({str(error).strip()})") from error
         self._writer: psycopg.Connection[Any] | None = None  # the writer thread's own
         self._holds: dict[str, _Hold] = {}  # the locks of `exclusive` this process holds (or is taking), by name
         self._holds_changed = threading.Condition()

@@ -94,6 +94,17 @@ def test_serve_with_bad_config_exits_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "server.port" in lines[0]
 
 
+def test_serve_with_a_store_it_cannot_open_exits_with_one_line(tmp_path: Path) -> None:
+    config = write(tmp_path / "config.yaml", {"policies_dir": str(REPO / "policies")})
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = subprocess.run([sys.executable, "-m", "proxy", "serve", "--config", str(config), "--store",
+                             str(blocker / "store.db")], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"workset: cannot open the store {blocker / 'store.db'}:"), lines
+
+
 @pytest.mark.e2e
 def test_workset_serve_with_the_shipped_config(tmp_path: Path, fake: Any) -> None:
     """The README's path: `workset serve` with config.yaml, pointed at a provider by WORKSET_UPSTREAM_BASE."""
