@@ -198,7 +198,8 @@ def base_env(home: Path) -> dict[str, str]:
     return {**{k: os.environ[k] for k in keep if k in os.environ}, "HOME": str(home)}
 
 
-def run_agent(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_agent(argv: list[str], env: dict[str, str], cwd: Path,
+              rig: Rig | None = None) -> subprocess.CompletedProcess[str]:
     """Run a CLI to its end, or kill its whole process group after AGENT_TIMEOUT (codex.js starts a binary)."""
     started = time.monotonic()
     with subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -208,10 +209,20 @@ def run_agent(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Com
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
-            # what it printed last says where it stopped (waiting for the proxy, or for itself)
-            pytest.fail(f"{argv[0]} still running after {AGENT_TIMEOUT}s; stdout: {out[-3000:]}\nstderr: {err[-2000:]}")
+            # what it printed last says where it stopped (waiting for the proxy, or for itself); the rig says
+            # what each request got and what workset logged
+            pytest.fail(f"{argv[0]} still running after {AGENT_TIMEOUT}s; stdout: {out[-3000:]}\nstderr: {err[-2000:]}"
+                        + (f"\n{rig_state(rig)}" if rig is not None else ""))
     print(f"{Path(argv[0]).name}: exit {proc.returncode} in {time.monotonic() - started:.1f}s")
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def rig_state(rig: Rig) -> str:
+    """What the client's requests got (status, or none yet), what reached the fake providers, and workset's log."""
+    exchanges = [f"{e.path} -> {e.status or 'no answer yet'} ({len(e.answer)} bytes)" for e in rig.tap.exchanges]
+    return (f"requests to workset: {exchanges}\nat the providers: {len(rig.fa.requests)} Messages, "
+            f"{len(rig.fr.requests)} Responses; violations: {rig.fa.violations + rig.fr.violations}\n"
+            f"workset's log: {rig.workset.output()[-4000:]}")
 
 
 def strings(value: Any) -> Iterator[str]:
@@ -426,7 +437,7 @@ def workset_errors(rig: Rig) -> list[str]:
 
 def claude_run(rig: Rig) -> tuple[subprocess.CompletedProcess[str], str]:
     """Claude Code's run of the task, checked to have ended well; and what to print when a claim fails."""
-    result = run_agent(claude_argv(CLAUDE_TASK), claude_env(rig), rig.work)
+    result = run_agent(claude_argv(CLAUDE_TASK), claude_env(rig), rig.work, rig)
     diagnosis = (f"violations: {rig.fa.violations}\nstdout: {result.stdout[-1500:]}\nstderr: {result.stderr[-1500:]}"
                  f"\nworkset: {rig.workset.output()[-2000:]}")
     assert result.returncode == 0, diagnosis
@@ -566,7 +577,7 @@ def test_codex_multi_turn_task_through_workset(rig_for: Callable[..., Rig]) -> N
     agent_binary("codex")
     rig = rig_for(responses=CodexModel)
     model: CodexModel = rig.model
-    result = run_agent(codex_argv(rig), codex_env(rig), rig.work)
+    result = run_agent(codex_argv(rig), codex_env(rig), rig.work, rig)
     diagnosis = (f"violations: {rig.fr.violations}\nstdout: {result.stdout[-1500:]}\nstderr: {result.stderr[-1500:]}"
                  f"\nworkset: {rig.workset.output()[-2000:]}")
     assert result.returncode == 0, diagnosis
