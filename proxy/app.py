@@ -95,7 +95,8 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
     store = open_store(location, config.store)
     # forked first, while this process has one thread
     extractor = ProcessExtractor(config.ingest.extract_processes, config.ingest.extract_nice,
-                                 config.ingest.extract_inline_tokens, config.ingest.parse_inline_bytes) \
+                                 config.ingest.extract_inline_tokens, config.ingest.parse_inline_bytes,
+                                 config.ingest.process_timeout_s) \
         if config.ingest.extract_processes else InlineExtractor()
     engine = Engine(config, policies, store, counter, context_window, extractor)
     upstream = Upstream(config.upstream)

@@ -143,6 +143,10 @@ class IngestSettings:
         min=0, max=64,
     )
     extract_nice: int = setting(10, "how much lower the extraction processes' priority is (Unix nice steps)", min=0, max=19)
+    process_timeout_s: float = setting(
+        30.0, "longest wait for an extraction process's answer; past it the process is taken for stuck, killed and "
+              "replaced, and the work is done on the worker thread (the request never waits longer)", min=0.1,
+    )
     extract_inline_tokens: int = setting(
         1000, "a request's new messages of at most this many tokens in all are extracted on the worker thread, not "
               "sent to the extraction processes: they take under a millisecond, less than the trip, and never wait "

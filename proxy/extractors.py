@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol, Sequence, TypeVar
@@ -81,11 +82,14 @@ class ProcessExtractor:
     forked before the server starts any thread (a fork copies a process with one thread safely); a pool that
     breaks is replaced by spawned processes. A batch of at most `inline_tokens` is extracted on the calling thread:
     it takes less than the trip to a process would, and never waits in the processes' queue behind another
-    tenant's megabyte. Likewise a body of at most `inline_bytes` is parsed on the calling thread."""
+    tenant's megabyte. Likewise a body of at most `inline_bytes` is parsed on the calling thread. An answer not
+    back within `timeout_s` is taken for a stuck process: the pool is killed and replaced, the work done here."""
 
-    def __init__(self, processes: int, nice: int, inline_tokens: int = 0, inline_bytes: int = 0) -> None:
+    def __init__(self, processes: int, nice: int, inline_tokens: int = 0, inline_bytes: int = 0,
+                 timeout_s: float = 30.0) -> None:
         self._processes, self._nice = processes, nice
         self._inline_tokens, self._inline_bytes = inline_tokens, inline_bytes
+        self._timeout_s = timeout_s
         self._lock = threading.Lock()
         self._local = threading.local()  # the CPU ms each thread's calls had done elsewhere
         self._pool: ProcessPoolExecutor | None = self._start()
@@ -118,14 +122,21 @@ class ProcessExtractor:
         """`work(argument)` in the pool, its CPU counted for this thread; None when it must be done here instead.
         A WorksetError it raises (a body that is not JSON) is the caller's."""
         try:
-            result, cpu_ms = pool.submit(work, argument).result()
+            result, cpu_ms = pool.submit(work, argument).result(timeout=self._timeout_s)
         except WorksetError:
             raise
-        except BrokenProcessPool as error:  # a process died (killed, out of memory): here, and replace the pool
-            get_logger().error("extract_pool_failed", error=f"{error.__class__.__name__}: {error}")
+        except (BrokenProcessPool, FutureTimeout) as error:
+            # A process died (killed, out of memory) or is stuck: here, and replace the pool. A request never
+            # waits on a process for longer than the timeout.
+            stuck = isinstance(error, FutureTimeout)
+            get_logger().error("extract_pool_failed", work=work.__name__,
+                               error=f"no answer in {self._timeout_s:g} s (ingest.process_timeout_s)" if stuck
+                               else f"{error.__class__.__name__}: {error}")
             with self._lock:
                 if self._pool is pool:
                     self._pool = self._replacement()
+                    if stuck:
+                        _kill(pool)
             return None
         except Exception as error:  # what cannot travel (JSON nested past the pickle's recursion limit): here
             get_logger().warning("extract_here", work=work.__name__, reason=f"{error.__class__.__name__}: {error}"[:200])
@@ -149,6 +160,18 @@ class ProcessExtractor:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _kill(pool: ProcessPoolExecutor) -> None:
+    """End a pool whose processes may be stuck: shutting it down waits for none of them, and each is killed
+    (concurrent.futures offers no other way before Python 3.14's terminate_workers)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        try:
+            process.kill()
+        except Exception:  # already gone
+            pass
 
 
 def _lower_priority(nice: int, parent: int) -> None:

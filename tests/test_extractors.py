@@ -75,6 +75,36 @@ def test_a_killed_pool_is_replaced_and_nothing_is_lost() -> None:
         pool.close()
 
 
+def _stuck(jobs: object) -> list[object]:
+    time.sleep(3600)  # a process that never answers (a deadlock, a runaway loop)
+    return []
+
+
+def test_a_stuck_process_holds_no_request_past_the_timeout_and_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an extraction process does not answer within its timeout is extracted here; the stuck process is
+    killed, and the pool that replaces it works."""
+    import proxy.extractors
+
+    monkeypatch.setattr(proxy.extractors, "extract_jobs", _stuck)
+    pool = ProcessExtractor(1, 10, timeout_s=1.0)  # forked now: its process has the stuck extraction
+    monkeypatch.undo()  # this process extracts as usual
+    try:
+        assert pool._pool is not None
+        stuck = list(pool._pool._processes.values())
+        expected = InlineExtractor()(jobs())
+        started = time.monotonic()
+        assert pool(jobs()) == expected
+        assert time.monotonic() - started < 20  # the timeout, the replacement's start-up, the work: not an hour
+        for process in stuck:
+            process.join(10)
+            assert not process.is_alive()
+        before = pool.offloaded_ms()
+        assert pool(jobs()) == expected  # by the new pool
+        assert pool.offloaded_ms() > before
+    finally:
+        pool.close()
+
+
 def test_extraction_processes_end_with_a_server_killed_with_sigkill(tmp_path: Path) -> None:
     """No orphans: a server killed with -9 leaves no extraction process behind."""
     script = tmp_path / "server.py"
