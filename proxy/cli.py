@@ -70,8 +70,8 @@ def serve(args: argparse.Namespace) -> int:
 def tune_interpreter(server: ServerSettings) -> None:
     """For a server process, not a library: collect young objects less often, and never scan what start-up built
     (modules, tokenizer, policies): a request allocates thousands of short-lived objects, and each collection that
-    reaches the old generation walks every session held in memory. And hand the interpreter lock over sooner: a
-    small request's steps each wait for it while a large request's work runs on another thread."""
+    reaches the old generation walks every session held in memory. And hand the interpreter lock over as often as
+    server.switch_interval_ms says (a small request's steps each wait for it while a large one's work runs)."""
     _, middle, old = gc.get_threshold()
     gc.set_threshold(server.gc_young_threshold, middle, old)
     gc.freeze()
