@@ -57,10 +57,12 @@ def serve(args: argparse.Namespace) -> int:
     from .app import create_app
     from .httpserver import http_protocol
 
+    from .storage import StoreOpenError
+
     try:
         app = create_app(config, policies)
-    except STORE_OPEN_ERRORS as error:  # the store cannot be opened: one line, not a traceback
-        raise _unopened(config.store.location, error) from error
+    except StoreOpenError as error:  # one line, not a traceback
+        raise CommandError(str(error)) from error
     tune_interpreter(config.server)
     uvicorn.run(app, host=config.server.host, port=config.server.port, log_level="warning", access_log=False,
                 timeout_graceful_shutdown=5, http=http_protocol())
@@ -92,11 +94,6 @@ def reference(args: argparse.Namespace) -> int:
 
 
 # --- local admin commands: read the store file, every key ---------------------------------------------------------
-
-
-# what opening a store raises when it cannot: a file that is not SQLite, a folder it cannot make, a database that
-# does not answer or whose schema is not ready in time (RuntimeError, from proxy.pgstore)
-STORE_OPEN_ERRORS = (sqlite3.Error, RuntimeError, OSError)
 
 
 class CommandError(Exception):
@@ -285,20 +282,14 @@ def _store_path(args: argparse.Namespace) -> str:
     return settings.location
 
 
-def _unopened(location: str | Path, error: BaseException) -> CommandError:
-    from .storage import without_password
-
-    return CommandError(f"cannot open the store {without_password(str(location))}: {error}")
-
-
 @contextmanager
 def _open_store(location: str | Path, settings: Any = None) -> Iterator[Any]:
-    from .storage import open_store
+    from .storage import StoreOpenError, open_store
 
     try:
         store = open_store(location, settings)
-    except STORE_OPEN_ERRORS as error:
-        raise _unopened(location, error) from error
+    except StoreOpenError as error:
+        raise CommandError(str(error)) from error
     try:
         yield store
     finally:

@@ -8,6 +8,7 @@ Writes are queued: a backend may apply them after the call returns (requests nev
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -224,16 +225,24 @@ class Store(Protocol):
     def turn_totals(self, key_hash: str | None = None, since: float = 0.0, limit: int = 100) -> list[dict[str, Any]]: ...
 
 
+class StoreOpenError(RuntimeError):
+    """The store cannot be opened: a file that is not SQLite, a folder that cannot be made, a database that does not
+    answer, or whose schema is not ready in time. Its message names the store (without a password) and why."""
+
+
 def open_store(location: str | Path, settings: StoreSettings | None = None) -> Store:
     """The store at `location`: a postgresql:// URL (replicas share it), else a SQLite file path (the embedded
-    default) or ":memory:"."""
-    if is_database_url(str(location)):
-        from .pgstore import PostgresStore
+    default) or ":memory:". StoreOpenError when it cannot be opened."""
+    try:
+        if is_database_url(str(location)):
+            from .pgstore import PostgresStore
 
-        return PostgresStore(str(location), settings or StoreSettings())
-    from .store import SqliteStore
+            return PostgresStore(str(location), settings or StoreSettings())
+        from .store import SqliteStore
 
-    return SqliteStore(location, (settings or StoreSettings()).writer_nice)
+        return SqliteStore(location, (settings or StoreSettings()).writer_nice)
+    except (sqlite3.Error, OSError, RuntimeError) as error:
+        raise StoreOpenError(f"cannot open the store {without_password(str(location))}: {error}") from error
 
 
 def is_database_url(location: str) -> bool:

@@ -438,8 +438,7 @@ def workset_errors(rig: Rig) -> list[str]:
 def claude_run(rig: Rig) -> tuple[subprocess.CompletedProcess[str], str]:
     """Claude Code's run of the task, checked to have ended well; and what to print when a claim fails."""
     result = run_agent(claude_argv(CLAUDE_TASK), claude_env(rig), rig.work, rig)
-    diagnosis = (f"violations: {rig.fa.violations}\nstdout: {result.stdout[-1500:]}\nstderr: {result.stderr[-1500:]}"
-                 f"\nworkset: {rig.workset.output()[-2000:]}")
+    diagnosis = f"stdout: {result.stdout[-1500:]}\nstderr: {result.stderr[-1500:]}\n{rig_state(rig)}"
     assert result.returncode == 0, diagnosis
     final = (events(result.stdout) or [{}])[-1]
     assert final.get("type") == "result" and final.get("subtype") == "success", diagnosis
@@ -578,8 +577,7 @@ def test_codex_multi_turn_task_through_workset(rig_for: Callable[..., Rig]) -> N
     rig = rig_for(responses=CodexModel)
     model: CodexModel = rig.model
     result = run_agent(codex_argv(rig), codex_env(rig), rig.work, rig)
-    diagnosis = (f"violations: {rig.fr.violations}\nstdout: {result.stdout[-1500:]}\nstderr: {result.stderr[-1500:]}"
-                 f"\nworkset: {rig.workset.output()[-2000:]}")
+    diagnosis = f"stdout: {result.stdout[-1500:]}\nstderr: {result.stderr[-1500:]}\n{rig_state(rig)}"
     assert result.returncode == 0, diagnosis
     messages = [e["item"]["text"] for e in events(result.stdout)
                 if e.get("type") == "item.completed" and e.get("item", {}).get("type") == "agent_message"]
