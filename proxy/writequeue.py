@@ -55,12 +55,16 @@ class Pending:
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
+        # writes queued and writes done, ever: the writer takes them in order, so the first `done` are all done
+        self._queued_count = 0
+        self._done_count = 0
         self._tables: dict[str, dict[str, int]] = {}  # session -> table -> queued writes (a session is in while any)
         self._nodes: dict[str, tuple[str | None, NodeRow]] = {}
         self._children: dict[str | None, set[str]] = {}  # queued nodes by parent: a fork is found in one lookup
 
     def add(self, write: Write) -> None:
         with self._changed:
+            self._queued_count += 1
             for session in write.sessions:
                 counts = self._tables.setdefault(session, {})
                 for table in write.counted_tables:
@@ -72,6 +76,7 @@ class Pending:
     def done(self, writes: Sequence[Write]) -> None:
         """Committed, or failed for good: readers stop waiting for them either way."""
         with self._changed:
+            self._done_count += len(writes)
             for write in writes:
                 for session in write.sessions:
                     counts = self._tables[session]
@@ -95,6 +100,13 @@ class Pending:
         wanted, named = tuple(sessions), None if tables is None else (*tables, ANY_TABLE)
         with self._changed:
             self._changed.wait_for(lambda: not any(self._queued(session, named) for session in wanted))
+
+    def wait_queued_so_far(self) -> None:
+        """Until every write queued before this call is committed: not until the queue is empty, which under
+        steady load may take long after them."""
+        with self._changed:
+            wanted = self._queued_count
+            self._changed.wait_for(lambda: self._done_count >= wanted)
 
     def _queued(self, session: str, tables: tuple[str, ...] | None) -> bool:
         counts = self._tables.get(session)
@@ -140,6 +152,7 @@ class WriteQueue:
         self.pending = Pending()
         self._writer: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._order = threading.Lock()
         self.failed_writes = 0
 
     def submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (),
@@ -151,16 +164,17 @@ class WriteQueue:
                     self._writer = threading.Thread(target=self._loop, name="workset-store-writer", daemon=True)
                     self._writer.start()
         write = Write(run, sessions, nodes, finished, tables)
-        self.pending.add(write)
-        self._writes.put(write)
+        with self._order:  # counted in the order the writer takes them (see Pending.wait_queued_so_far)
+            self.pending.add(write)
+            self._writes.put(write)
 
     def flush(self, sessions: Collection[str] | None = None, tables: Collection[str] | None = None) -> None:
-        """Wait until every queued write is committed (or failed for good), or only those of `sessions` (to
+        """Wait until every write queued so far is committed (or failed for good), or only those of `sessions` (to
         `tables`, when given)."""
         if self._writer is None:
             return
         if sessions is None:
-            self._writes.join()
+            self.pending.wait_queued_so_far()
         else:
             self.pending.wait(sessions, tables)
 
@@ -180,8 +194,8 @@ class WriteQueue:
         return done.result()
 
     def close(self) -> None:
-        self.flush()
         if self._writer is not None:
+            self._writes.join()  # everything, what is queued meanwhile too
             self._writes.put(None)
             self._writer.join(10)
             self._writer = None

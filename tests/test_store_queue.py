@@ -148,6 +148,33 @@ def test_a_write_waited_for_hears_why_when_the_store_cannot_take_it() -> None:
         queue.close()
 
 
+def test_a_read_of_everything_waits_for_what_was_queued_before_it_not_for_the_queue_to_empty() -> None:
+    """A read that names no session (the inspection routes, the dashboard) waits for the writes queued before it.
+    Under steady load the queue is never empty: waiting for that kept a listing seconds behind other tenants'
+    megabytes being indexed, holding a worker all the while."""
+    from proxy.writequeue import WriteQueue
+
+    class Connection:
+        def execute(self, sql: str) -> None:
+            pass
+
+    queue = WriteQueue(lambda: Connection())
+    ahead, behind = threading.Event(), threading.Event()
+    try:
+        queue.submit(lambda: ahead.wait(WAIT_S))  # being written when the read comes
+        reader, out = in_thread(lambda: queue.flush() or "read")
+        reader.join(0.2)
+        assert reader.is_alive(), "the read went before the write queued ahead of it"
+        queue.submit(lambda: behind.wait(3 * WAIT_S))  # queued once the read had begun, and held
+        ahead.set()
+        reader.join(WAIT_S)
+        assert not reader.is_alive() and out == ["read"], "the read waited for a write queued after it"
+    finally:
+        ahead.set()
+        behind.set()
+        queue.close()
+
+
 def _outcome(work: object) -> object:
     try:
         return work()  # type: ignore[operator]
