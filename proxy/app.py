@@ -62,6 +62,7 @@ class Workset:
     upstream: Upstream
     store: Store
     workers: ThreadPoolExecutor  # workset's own CPU and store work runs here, never on the event loop
+    inspectors: ThreadPoolExecutor  # the inspection routes' and dashboard's, never in the model requests' way
     translations: Translations  # each conversation's last request in its wire format, as read (only a cache)
     metrics: Metrics  # counted once per request, as it is logged; served at /metrics
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, records, summaries)
@@ -75,6 +76,11 @@ class Workset:
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` on a worker thread: the event loop goes on relaying other requests meanwhile."""
         return await asyncio.get_running_loop().run_in_executor(self.workers, functools.partial(work, *args))
+
+    async def inspect(self, work: Callable[..., T], *args: Any) -> T:
+        """`work(*args)` for an inspection route or the dashboard, on a thread of their own: a burst of them, each
+        waiting for the store, takes no worker a model request needs."""
+        return await asyncio.get_running_loop().run_in_executor(self.inspectors, functools.partial(work, *args))
 
     def background(self, work: Coroutine[Any, Any, T], finish: bool = True) -> asyncio.Task[T]:
         """A task kept referenced until it finishes (the event loop holds tasks only weakly). At shutdown the
@@ -101,9 +107,11 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
     engine = Engine(config, policies, store, counter, context_window, extractor)
     upstream = Upstream(config.upstream)
     workers = ThreadPoolExecutor(config.server.worker_threads, thread_name_prefix="workset-worker")
+    inspectors = ThreadPoolExecutor(config.server.inspection_threads, thread_name_prefix="workset-inspector")
     metrics = Metrics({policy.name for policy in policies.values()}, store.size_bytes, store.queued_writes,
                       lambda: len(engine.sessions.cache.all()))
-    workset = Workset(config, engine, upstream, store, workers, Translations(config.cache.max_sessions), metrics)
+    workset = Workset(config, engine, upstream, store, workers, inspectors, Translations(config.cache.max_sessions),
+                      metrics)
     log = get_logger()
 
     @asynccontextmanager
@@ -123,6 +131,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
                 await asyncio.wait(list(workset.tasks), timeout=SHUTDOWN_WAIT_S)
             await upstream.close()
             workers.shutdown(wait=True)
+            inspectors.shutdown(wait=True)
             engine.sessions.settle_all()
             extractor.close()
             store.close()

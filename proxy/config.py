@@ -51,6 +51,11 @@ class ServerSettings:
         8, "threads that run workset's own work (ingest, extraction, compaction, store reads) off the event loop, "
            "so a large message never stalls other requests", min=1, max=256,
     )
+    inspection_threads: int = setting(
+        2, "threads that answer the inspection routes and the dashboard (their store reads wait for the writes "
+           "queued before them): apart from worker_threads, so a burst of them never holds up a model request",
+        min=1, max=64,
+    )
     gc_young_threshold: int = setting(
         50000, "allocations between the interpreter's collections of young objects (Python's default, 700, makes "
                "it scan a large heap of sessions so often that requests stall for tens of milliseconds)", min=700,

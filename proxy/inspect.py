@@ -138,8 +138,8 @@ def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Res
                 # every keyless caller would share one namespace: nothing of it is listed or shown
                 raise WorksetError(401, "workset's inspection routes need a key: send one as the bearer token",
                                    "authentication_error", "missing_api_key")
-            # settling and the store reads run on a worker, off the event loop
-            return json_response(200, await workset.run(_settled_view, workset, view, key_hash(key), request))
+            # settling and the store reads run on an inspection thread: off the event loop, and off the workers
+            return json_response(200, await workset.inspect(_settled_view, workset, view, key_hash(key), request))
         except WorksetError as error:
             return json_response(error.status, error.body())
         except Exception as error:  # a store fault: answered in OpenAI's format, and logged
@@ -151,15 +151,15 @@ def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Res
 
 
 def _settled_view(workset: Workset, view: View, caller: str, request: Request) -> dict[str, Any]:
-    settle_all(workset)
+    settle_answered(workset, caller)
     return view(workset.store, caller, request)
 
 
-def settle_all(workset: Workset) -> None:
-    """Deferred ingest first, so the store holds every request already answered. A branch that fails to settle
-    is dropped by Sessions and logged; what is stored is still shown."""
+def settle_answered(workset: Workset, caller: str | None) -> None:
+    """The caller's deferred ingest first (None: every key's), so the store holds every request of theirs already
+    answered. A branch that fails to settle is dropped by Sessions and logged; what is stored is still shown."""
     try:
-        workset.engine.sessions.settle_all()
+        workset.engine.sessions.settle_answered(caller)
     except Exception as error:
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
 

@@ -62,6 +62,7 @@ class Branch:
     untouchable: tuple[int, int, bool] = (0, 0, False)  # (messages counted, their tokens, task seen)
     client: bool = False  # in a session the client named in its own header (Claude Code's, Codex's)
     client_id: str = ""  # this conversation's own name in that session (a subagent's agent or thread id)
+    caller: str = ""  # the key hash of its caller: what settling one key's conversations picks
     # held while messages are appended or settled: settling runs in a worker thread beside the next request
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # held by the request building its working set on this branch (see Sessions.claimed)
@@ -103,7 +104,7 @@ class Branch:
             self.messages[:length], self.hashes[:length], self.node_sessions[:length], self.refs[:length],
             self.tokens[:length], self.tool_names[:length], self.gists[:length], self.outcomes[:length],
             self.names[:length], self.observed[:length], total_tokens=sum(self.tokens[:length]), settled=length,
-            client=self.client, client_id=self.client_id,
+            client=self.client, client_id=self.client_id, caller=self.caller,
         )
 
 
@@ -300,10 +301,13 @@ class Sessions:
         """Whether another replica compacted the branch's session since this process read it."""
         return self.store.shared and self.store.session_version(branch.session_id) != branch.version
 
-    def settle(self, branch: Branch) -> None:
+    def settle(self, branch: Branch, wait: bool = True) -> None:
         """Extract and record the messages ingest deferred. Idempotent; run once the provider has the request,
-        and before anything reads the branch's state."""
-        with branch.lock:
+        and before anything reads the branch's state. With wait=False, a branch a request is working on now is
+        left to it."""
+        if not branch.lock.acquire(blocking=wait):
+            return
+        try:
             if branch.settled >= len(branch.messages):
                 return
             try:
@@ -311,6 +315,8 @@ class Sessions:
             except Exception:
                 self.cache.drop(branch)  # half-settled state must not be used; the next request rebuilds it
                 raise
+        finally:
+            branch.lock.release()
 
     def save_fold(self, branch: Branch) -> None:
         """Save the branch's task state as folded so far (at a compaction), for the next cold start of its path."""
@@ -323,6 +329,15 @@ class Sessions:
     def settle_all(self) -> None:
         for branch in self.cache.all():
             self.settle(branch)
+
+    def settle_answered(self, caller: str | None) -> None:
+        """What the conversations of one caller's key (None: every key's) deferred, so that a read of the store
+        finds every request already answered: a request's answer waits for its own settling, so a branch a
+        request is working on now holds nothing answered that is not in the store yet, and is passed over. Other
+        keys' conversations are not touched, nor waited for."""
+        for branch in self.cache.all():
+            if caller is None or branch.caller == caller:
+                self.settle(branch, wait=False)
 
     # --- finding the path -----------------------------------------------------------------------------------
 
@@ -357,7 +372,7 @@ class Sessions:
             self.store.create_session(session_id, caller, explicit_session, model, policy,
                                       client_id=named.own if named else None, parent_id=parent)
         branch = Branch(session_id, root, explicit_session is not None, client=client_session is not None,
-                        client_id=client_session.own if client_session else "")
+                        client_id=client_session.own if client_session else "", caller=caller)
         rows = [nodes[digest] for digest in hashes[: deepest + 1]]
         self._adopt_rows(branch, messages[: deepest + 1], rows, observations)
         self._load_path(branch)

@@ -324,6 +324,42 @@ def test_a_request_stuck_in_workset_work_does_not_hold_up_another_tenant(proxy: 
     assert results["slow"].status_code == 200
 
 
+def test_inspection_reads_waiting_for_the_store_do_not_hold_up_model_requests(start_proxy: Any, fake: Any) -> None:
+    """The inspection routes and the dashboard read the store once the writes queued before them are in: behind
+    other tenants' megabytes being indexed, that takes a while, and any key holder can send many. They wait on
+    threads of their own: while every one of them waits, a model request still goes through, though workset has a
+    single worker thread here."""
+    import threading
+
+    proxy = start_proxy(server={"worker_threads": 1, "inspection_threads": 2})
+    store = proxy.engine.store
+    entered, release = threading.Event(), threading.Event()
+    listing = store.sessions
+
+    def held_listing(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(20)
+        return listing(*args, **kwargs)
+
+    store.sessions = held_listing
+    results: dict[int, httpx.Response] = {}
+    readers = [threading.Thread(target=lambda number=number: results.setdefault(number, httpx.get(
+        proxy.url + "/v1/workset/sessions", headers={"authorization": "Bearer sk-test"}, timeout=30)))
+        for number in range(3)]
+    for reader in readers:
+        reader.start()
+    try:
+        assert entered.wait(20)
+        answer = httpx.post(proxy.url + CHAT, timeout=10, headers={"authorization": "Bearer sk-other"},
+                            json={"model": "gpt-test", "messages": [{"role": "user", "content": "hello"}]})
+        assert answer.status_code == 200 and not results  # answered while the listings still wait
+    finally:
+        release.set()
+        for reader in readers:
+            reader.join(30)
+    assert [results[number].status_code for number in range(3)] == [200, 200, 200]
+
+
 def test_workset_ms_counts_the_deferred_ingest(proxy: Any, fake: Any, capsys: Any) -> None:
     """Extraction runs after the request is sent, beside the provider's latency; the header and the log still
     count it."""

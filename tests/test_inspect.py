@@ -344,3 +344,49 @@ def test_after_a_restart_the_session_continues_with_byte_identical_working_sets(
     assert compactions and min(compactions) < after.start <= max(compactions) and len(compactions) >= 2, compactions
     for turn, (got, want) in enumerate(zip(restarted, straight), start=1):
         assert got == want, f"turn {turn} differs after the restart at turn {after.start}"
+
+
+def test_an_inspection_settles_its_own_keys_conversations_and_waits_for_no_others(tmp_path: Path) -> None:
+    """Before it reads the store, an inspection settles what its key's conversations deferred (so every answered
+    request is there). It leaves other keys' conversations alone, and passes over one a request is working on
+    now (whose answer waits for its own settling): it waits for neither."""
+    import threading
+
+    from proxy.session import Sessions
+    from proxy.storage import open_store
+    from proxy.tokens import TokenCounter
+
+    store = open_store(store_location(tmp_path / "store.db"))
+    sessions = Sessions(store, TokenCounter())
+    mine = sessions.resolve("key-a", None, [{"role": "user", "content": "mine"}], "m", "p").branch
+    busy = sessions.resolve("key-a", None, [{"role": "user", "content": "mine too"}], "m", "p").branch
+    theirs = sessions.resolve("key-b", None, [{"role": "user", "content": "theirs"}], "m", "p").branch
+    idle = sessions.resolve("key-b", None, [{"role": "user", "content": "theirs too"}], "m", "p").branch
+    assert (mine.settled, busy.settled, theirs.settled, idle.settled) == (0, 0, 0, 0)  # deferred until forwarded
+    release = threading.Event()
+
+    def working_on(branch: Any, held: threading.Event) -> None:
+        with branch.lock:
+            held.set()
+            release.wait(30)
+
+    holders = []
+    for branch in (busy, theirs):
+        held = threading.Event()
+        holders.append(threading.Thread(target=working_on, args=(branch, held), daemon=True))
+        holders[-1].start()
+        assert held.wait(10)
+    try:
+        inspection = threading.Thread(target=sessions.settle_answered, args=("key-a",), daemon=True)
+        inspection.start()
+        inspection.join(10)
+        assert not inspection.is_alive(), "the inspection waited for a conversation a request is working on"
+    finally:
+        release.set()
+        for holder in holders:
+            holder.join(10)
+    assert (mine.settled, busy.settled, theirs.settled, idle.settled) == (1, 0, 0, 0)  # no other key's work done
+    store.flush()
+    stored = {row["id"]: row["messages"] for key in ("key-a", "key-b") for row in store.sessions(key)}
+    assert (stored[mine.session_id], stored[busy.session_id], stored[theirs.session_id]) == (1, 0, 0)
+    store.close()
