@@ -9,6 +9,9 @@ in turn). Reported: the victim's latency alone and under attack (median, p95, ma
 x-workset-ms, alone (its own work, the machine otherwise idle) and beside the victim. Last, the victim sends the
 same requests straight to its provider during a third round of the attack: the delay it sees then is the
 machine's (two cores shared by both clients, both providers and workset's work for the attacker), not workset's.
+With --listers N, the attacker also lists its sessions from N threads, again and again, while it attacks: each
+listing waits for the store's writes queued before it (the megabytes' indexing among them), and any key holder
+can send as many as it likes.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import multiprocessing
 import statistics
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,10 +86,12 @@ async def victim(client: httpx.AsyncClient, url: str, stop: asyncio.Event, secon
     return latencies
 
 
-def attacker(url: str, size: int, ready: Any, rounds: Sequence[Any], answers: Any) -> None:
+def attacker(url: str, size: int, ready: Any, rounds: Sequence[Any], answers: Any, listers: int = 0) -> None:
     """The attacking tenant, in a process of its own: its texts made, it says `ready`; then for each event of
     `rounds`, it waits for it, sends every text one after another (new conversations each round) and puts its
-    x-workset-ms figures on `answers` (or the error that stopped it)."""
+    x-workset-ms figures on `answers` with the milliseconds of its listings (or the error that stopped it). With
+    `listers`, from the second round on that many threads of it also ask for its session list again and again (each
+    waits for the store's writes queued before it, the megabytes' indexing among them)."""
     try:
         texts = adversarial_texts(size)
         ready.set()
@@ -92,15 +99,39 @@ def attacker(url: str, size: int, ready: Any, rounds: Sequence[Any], answers: An
             for number, go in enumerate(rounds):
                 go.wait()
                 own: dict[str, float] = {}
-                for name, text in texts.items():
-                    response = client.post(url + CHAT, content=json.dumps(attack_body(f"{name}, round {number}", text)).encode(),
-                                           headers={"authorization": "Bearer sk-attacker", "content-type": "application/json"})
-                    response.raise_for_status()
-                    own[name] = float(response.headers.get("x-workset-ms", "nan"))
-                answers.put(own)
+                with listing(url, listers if number else 0) as listed:
+                    for name, text in texts.items():
+                        response = client.post(url + CHAT, content=json.dumps(attack_body(f"{name}, round {number}", text)).encode(),
+                                               headers={"authorization": "Bearer sk-attacker", "content-type": "application/json"})
+                        response.raise_for_status()
+                        own[name] = float(response.headers.get("x-workset-ms", "nan"))
+                answers.put((own, listed))
     except BaseException as error:  # the bench reports it instead of waiting for ever
         answers.put(f"{error.__class__.__name__}: {error}")
         raise
+
+
+@contextmanager
+def listing(url: str, threads: int) -> Iterator[list[float]]:
+    """`threads` threads listing the attacker's sessions until the block ends; the milliseconds of each listing."""
+    done, stop = [], threading.Event()
+
+    def lister() -> None:
+        with httpx.Client(timeout=120) as client:
+            while not stop.is_set():
+                began = time.perf_counter()
+                client.get(url + "/v1/workset/sessions", headers={"authorization": "Bearer sk-attacker"}).raise_for_status()
+                done.append((time.perf_counter() - began) * 1000)
+
+    running = [threading.Thread(target=lister, daemon=True) for _ in range(threads)]
+    for thread in running:
+        thread.start()
+    try:
+        yield done
+    finally:
+        stop.set()
+        for thread in running:
+            thread.join(120)
 
 
 @dataclass
@@ -111,20 +142,25 @@ class Figures:
     own: dict[str, float]  # the attacker's x-workset-ms by text, beside the victim
     direct_alone: list[Sample]  # the victim's requests straight to its provider (no workset), no attacker
     direct_under: list[Sample]  # the same under attack: what the machine itself adds, workset's GIL aside
+    listings: list[float]  # ms of the attacker's session listings beside the victim (with --listers)
 
 
-async def run(url: str, provider_url: str, size: int, baseline_s: float) -> Figures:
+async def run(url: str, provider_url: str, size: int, baseline_s: float, listers: int = 0) -> Figures:
     spawn = multiprocessing.get_context("spawn")
     ready, answers = spawn.Event(), spawn.Queue()
     rounds = [spawn.Event(), spawn.Event(), spawn.Event()]
-    attacking = spawn.Process(target=attacker, args=(url, size, ready, rounds, answers), daemon=True)
+    attacking = spawn.Process(target=attacker, args=(url, size, ready, rounds, answers, listers), daemon=True)
     attacking.start()
     loop = asyncio.get_running_loop()
 
+    listings: list[list[float]] = []
+
     async def answer() -> dict[str, float]:
-        own = await loop.run_in_executor(None, answers.get, True, 1200)
-        if isinstance(own, str):
-            raise RuntimeError(f"the attacker failed: {own}")
+        told = await loop.run_in_executor(None, answers.get, True, 1200)
+        if isinstance(told, str):
+            raise RuntimeError(f"the attacker failed: {told}")
+        own, listed = told
+        listings.append(listed)
         return own
 
     try:
@@ -154,7 +190,7 @@ async def run(url: str, provider_url: str, size: int, baseline_s: float) -> Figu
         attacking.join(10)
         if attacking.is_alive():
             attacking.kill()
-    return Figures(alone, under, own_alone, own, direct_alone, direct_under)
+    return Figures(alone, under, own_alone, own, direct_alone, direct_under, listings[1])
 
 
 def delays(alone: list[Sample], under: list[Sample]) -> tuple[float, float, float]:
@@ -168,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=1_000_000, help="characters of each hostile tool output")
     parser.add_argument("--baseline-s", type=float, default=5.0, help="seconds the victim runs alone first")
+    parser.add_argument("--listers", type=int, default=0,
+                        help="threads of the attacker that list its sessions again and again while it attacks")
     args = parser.parse_args(argv)
     count = len(adversarial_texts(1000))  # their number (the attacker's process makes them at full size)
     speed = speed_line()  # before any server runs: the machine alone
@@ -184,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         proxy = ServerProcess([sys.executable, "-m", "proxy", "serve", "--config", str(folder / "config.yaml"),
                                "--port", str(ports["proxy"])], ports["proxy"], cwd=ROOT)
         with providers["victim"], providers["attacker"], proxy:
-            figures = asyncio.run(run(proxy.url, providers["victim"].url, args.size, args.baseline_s))
+            figures = asyncio.run(run(proxy.url, providers["victim"].url, args.size, args.baseline_s, args.listers))
     alone, under = [sample.ms for sample in figures.alone], [sample.ms for sample in figures.under]
     base, p95_delay, worst_delay = delays(figures.alone, figures.under)
     print(speed)
@@ -201,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                  if own is figures.own_alone else ""))
     print(f"delay of the victim (p95 / worst, over its median alone): {p95_delay:.1f} / {worst_delay:.1f} ms "
           f"(target {TARGET_MS:g} ms): {'ok' if worst_delay <= TARGET_MS else 'MISSED'}")
+    if figures.listings:
+        print(f"the attacker's session listings beside the victim ({args.listers} threads): {len(figures.listings)}, "
+              f"median {statistics.median(figures.listings):.1f} ms, worst {max(figures.listings):.1f} ms")
     # where the slowest went: workset's own work, its wait for a worker, and the rest (event loop, provider, client)
     print("the victim's slowest under attack: " + ", ".join(
         f"{sample.ms:.1f} ms (own {sample.own_ms:.1f}, queued {sample.queue_ms:.1f})"
