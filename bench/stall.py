@@ -114,7 +114,8 @@ def attacker(url: str, size: int, ready: Any, rounds: Sequence[Any], answers: An
 @contextmanager
 def listing(url: str, threads: int) -> Iterator[list[float]]:
     """`threads` threads listing the attacker's sessions until the block ends; the milliseconds of each listing."""
-    done, stop = [], threading.Event()
+    done: list[float] = []
+    stop = threading.Event()
 
     def lister() -> None:
         with httpx.Client(timeout=120) as client:
