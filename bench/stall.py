@@ -191,7 +191,7 @@ async def run(url: str, provider_url: str, size: int, baseline_s: float, listers
         attacking.join(10)
         if attacking.is_alive():
             attacking.kill()
-    return Figures(alone, under, own_alone, own, direct_alone, direct_under, listings[1])
+    return Figures(alone, under, own_alone, own, direct_alone, direct_under, listings[1])  # round 1: beside the victim
 
 
 def delays(alone: list[Sample], under: list[Sample]) -> tuple[float, float, float]:

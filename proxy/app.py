@@ -75,12 +75,12 @@ class Workset:
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` on a worker thread: the event loop goes on relaying other requests meanwhile."""
-        return await asyncio.get_running_loop().run_in_executor(self.workers, functools.partial(work, *args))
+        return await _off_loop(self.workers, work, *args)
 
     async def inspect(self, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` for an inspection route or the dashboard, on a thread of their own: a burst of them, each
         waiting for the store, takes no worker a model request needs."""
-        return await asyncio.get_running_loop().run_in_executor(self.inspectors, functools.partial(work, *args))
+        return await _off_loop(self.inspectors, work, *args)
 
     def background(self, work: Coroutine[Any, Any, T], finish: bool = True) -> asyncio.Task[T]:
         """A task kept referenced until it finishes (the event loop holds tasks only weakly). At shutdown the
@@ -92,6 +92,10 @@ class Workset:
             self.optional.add(task)
             task.add_done_callback(self.optional.discard)
         return task
+
+
+async def _off_loop(threads: ThreadPoolExecutor, work: Callable[..., T], *args: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(threads, functools.partial(work, *args))
 
 
 def create_app(config: Config, policies: dict[str, Policy], store_location: str | Path | None = None) -> Starlette:

@@ -56,7 +56,6 @@ def serve(args: argparse.Namespace) -> int:
 
     from .app import create_app
     from .httpserver import http_protocol
-
     from .storage import StoreOpenError
 
     try:

@@ -159,7 +159,7 @@ def settle_answered(workset: Workset, caller: str | None) -> None:
     """The caller's deferred ingest first (None: every key's), so the store holds every request of theirs already
     answered. A branch that fails to settle is dropped by Sessions and logged; what is stored is still shown."""
     try:
-        workset.engine.sessions.settle_answered(caller)
+        workset.engine.sessions.settle_all(caller, wait=False)
     except Exception as error:
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
 

@@ -326,18 +326,13 @@ class Sessions:
                 self.store.save_fold(branch.session_id, branch.hashes[covered - 1], covered,
                                      fold(branch.state, branch.fact_nodes, branch.hashes[:covered]))
 
-    def settle_all(self) -> None:
-        for branch in self.cache.all():
-            self.settle(branch)
-
-    def settle_answered(self, caller: str | None) -> None:
-        """What the conversations of one caller's key (None: every key's) deferred, so that a read of the store
-        finds every request already answered: a request's answer waits for its own settling, so a branch a
-        request is working on now holds nothing answered that is not in the store yet, and is passed over. Other
-        keys' conversations are not touched, nor waited for."""
+    def settle_all(self, caller: str | None = None, wait: bool = True) -> None:
+        """settle() every cached conversation, or those of one caller's key (other keys' are not touched). With
+        wait=False, one a request is working on now is passed over, not waited for: a request's answer waits for
+        its own settling, so it holds nothing answered that is not in the store yet."""
         for branch in self.cache.all():
             if caller is None or branch.caller == caller:
-                self.settle(branch, wait=False)
+                self.settle(branch, wait)
 
     # --- finding the path -----------------------------------------------------------------------------------
 

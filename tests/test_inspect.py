@@ -377,7 +377,7 @@ def test_an_inspection_settles_its_own_keys_conversations_and_waits_for_no_other
         holders[-1].start()
         assert held.wait(10)
     try:
-        inspection = threading.Thread(target=sessions.settle_answered, args=("key-a",), daemon=True)
+        inspection = threading.Thread(target=sessions.settle_all, args=("key-a", False), daemon=True)
         inspection.start()
         inspection.join(10)
         assert not inspection.is_alive(), "the inspection waited for a conversation a request is working on"
