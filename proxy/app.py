@@ -42,11 +42,13 @@ from .sse import json_object
 from .summarize import Job, summary_text
 from .tokens import TokenCounter
 from .translation import Translations
+from .turns import TurnsPerKey
 from .ui import ui_routes
 from .upstream import Reply, Stream, Upstream, context_window, route
 from .validate import SESSION_HEADER, check_model, explicit_session
 
 POLICY_HEADER = "x-workset-policy"
+BACKLOG_POLL_S = 0.05  # how often a large request waiting for the store's backlog looks again
 SHUTDOWN_WAIT_S = 10.0  # longest wait at shutdown for answered requests' settling and records (they take ms)
 
 
@@ -63,6 +65,7 @@ class Workset:
     store: Store
     workers: ThreadPoolExecutor  # workset's own CPU and store work runs here, never on the event loop
     inspectors: ThreadPoolExecutor  # the inspection routes' and dashboard's, never in the model requests' way
+    inspection_turns: TurnsPerKey  # how many of those threads one key may hold at once
     translations: Translations  # each conversation's last request in its wire format, as read (only a cache)
     metrics: Metrics  # counted once per request, as it is logged; served at /metrics
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, records, summaries)
@@ -77,10 +80,12 @@ class Workset:
         """`work(*args)` on a worker thread: the event loop goes on relaying other requests meanwhile."""
         return await _off_loop(self.workers, work, *args)
 
-    async def inspect(self, work: Callable[..., T], *args: Any) -> T:
+    async def inspect(self, caller: str | None, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` for an inspection route or the dashboard, on a thread of their own: a burst of them, each
-        waiting for the store, takes no worker a model request needs."""
-        return await _off_loop(self.inspectors, work, *args)
+        waiting for the store, takes no worker a model request needs. `caller` (a key hash; None: an admin) waits
+        for its turn first: one key's burst takes no more than server.inspections_per_key of those threads."""
+        async with self.inspection_turns.turn(caller or ""):
+            return await _off_loop(self.inspectors, work, *args)
 
     def background(self, work: Coroutine[Any, Any, T], finish: bool = True) -> asyncio.Task[T]:
         """A task kept referenced until it finishes (the event loop holds tasks only weakly). At shutdown the
@@ -114,8 +119,8 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
     inspectors = ThreadPoolExecutor(config.server.inspection_threads, thread_name_prefix="workset-inspector")
     metrics = Metrics({policy.name for policy in policies.values()}, store.size_bytes, store.queued_writes,
                       lambda: len(engine.sessions.cache.all()))
-    workset = Workset(config, engine, upstream, store, workers, inspectors, Translations(config.cache.max_sessions),
-                      metrics)
+    workset = Workset(config, engine, upstream, store, workers, inspectors,
+                      TurnsPerKey(config.server.inspections_per_key), Translations(config.cache.max_sessions), metrics)
     log = get_logger()
 
     @asynccontextmanager
@@ -219,6 +224,8 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
     try:
         raw = await _read_body(request, config.server.max_body_bytes)
         caller_key = _caller_key(request)
+        if len(raw) >= config.store.large_write_chars:
+            await _wait_for_backlog(workset, fields)
         waited = time.perf_counter()
         admitted, own_ms = await workset.run(_cpu_timed, workset, _admit, workset, edge, raw, request.headers,
                                              caller_key, fields)
@@ -303,6 +310,23 @@ def _record_turn(workset: Workset, edge: Edge, admitted: Admitted, fields: dict[
         return turn_row(edge.name, model, prepared, figures, fields)
 
     workset.store.add_turn(prepared.session_id, row, decision.made)
+
+
+async def _wait_for_backlog(workset: Workset, fields: dict[str, Any]) -> None:
+    """A large request waits on the event loop (no worker held) while the store's queued large writes carry more
+    than store.max_backlog_chars: a tenant sending megabytes faster than they are indexed slows itself down, not
+    the others, and what waits in memory stays bounded. After store.backlog_wait_s it goes on all the same."""
+    settings = workset.config.store
+    if workset.store.large_backlog() <= settings.max_backlog_chars:
+        return
+    began = time.perf_counter()
+    while workset.store.large_backlog() > settings.max_backlog_chars:
+        if time.perf_counter() - began > settings.backlog_wait_s:
+            get_logger().warning("store_backlog_full", backlog_chars=workset.store.large_backlog(),
+                                 waited_s=round(time.perf_counter() - began, 3))
+            break
+        await asyncio.sleep(BACKLOG_POLL_S)
+    fields["backlog_ms"] = round((time.perf_counter() - began) * 1000, 3)
 
 
 def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str], caller_key: str | None,

@@ -56,6 +56,10 @@ class ServerSettings:
            "queued before them): apart from worker_threads, so a burst of them never holds up a model request",
         min=1, max=64,
     )
+    inspections_per_key: int = setting(
+        1, "inspection threads one key may hold at once: the rest of its inspection requests and dashboard pages "
+           "wait their turn, so that one key's burst leaves the other keys a thread", min=1, max=64,
+    )
     gc_young_threshold: int = setting(
         50000, "allocations between the interpreter's collections of young objects (Python's default, 700, makes "
                "it scan a large heap of sessions so often that requests stall for tens of milliseconds)", min=700,
@@ -108,6 +112,18 @@ class StoreSettings:
     writer_nice: int = setting(
         10, "SQLite: how much lower the priority of the thread that writes the store is (Linux nice steps; 0: the "
             "server's): indexing a tenant's megabyte then takes the CPU requests leave", min=0, max=19)
+    large_write_chars: int = setting(
+        262144, "a write carrying at least this many characters of evidence (a large tool output to index) goes in "
+                "a lane of its own: the writer lets the other writes queued pass it, so one tenant's megabytes never "
+                "hold up another's answered turns or views", min=1024)
+    max_backlog_chars: int = setting(
+        268435456, "while the large writes queued carry more than this many characters, a request body of "
+                   "large_write_chars bytes or more waits (up to backlog_wait_s) before workset takes it: a tenant "
+                   "sending megabytes faster than they are indexed slows itself down, and memory stays bounded",
+        min=1024)
+    backlog_wait_s: float = setting(
+        60.0, "longest a large request waits for the store's backlog (max_backlog_chars); then it goes on all the "
+              "same, logged", min=0.0)
 
     @property
     def location(self) -> str:

@@ -4,6 +4,8 @@ evidence behind a [ref:ID]. Over HTTP every view is scoped to the caller's key; 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -139,7 +141,8 @@ def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Res
                 raise WorksetError(401, "workset's inspection routes need a key: send one as the bearer token",
                                    "authentication_error", "missing_api_key")
             # settling and the store reads run on an inspection thread: off the event loop, and off the workers
-            return json_response(200, await workset.inspect(_settled_view, workset, view, key_hash(key), request))
+            caller = key_hash(key)
+            return json_response(200, await workset.inspect(caller, _settled_view, workset, view, caller, request))
         except WorksetError as error:
             return json_response(error.status, error.body())
         except Exception as error:  # a store fault: answered in OpenAI's format, and logged
@@ -151,17 +154,23 @@ def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Res
 
 
 def _settled_view(workset: Workset, view: View, caller: str, request: Request) -> dict[str, Any]:
-    settle_answered(workset, caller)
-    return view(workset.store, caller, request)
+    with settled_reads(workset, caller):
+        return view(workset.store, caller, request)
 
 
-def settle_answered(workset: Workset, caller: str | None) -> None:
+@contextmanager
+def settled_reads(workset: Workset, caller: str | None) -> Iterator[None]:
     """The caller's deferred ingest first (None: every key's), so the store holds every request of theirs already
-    answered. A branch that fails to settle is dropped by Sessions and logged; what is stored is still shown."""
+    answered; then, in the block, reads of the store wait for the writes of the caller's conversations only, not
+    for another tenant's megabytes queued before them. A branch that fails to settle is dropped by Sessions and
+    logged; what is stored is still shown."""
     try:
-        workset.engine.sessions.settle_all(caller, wait=False)
+        sessions: set[str] | None = workset.engine.sessions.settle_all(caller, wait=False)
     except Exception as error:
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
+        sessions = set()
+    with workset.store.reads_waiting_for(None if caller is None else sessions):
+        yield
 
 
 def _limit(request: Request) -> int:

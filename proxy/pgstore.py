@@ -147,7 +147,8 @@ class PostgresStore(SqlStore):
         self._writer: psycopg.Connection[Any] | None = None  # the writer thread's own
         self._holds: dict[str, _Hold] = {}  # the locks of `exclusive` this process holds (or is taking), by name
         self._holds_changed = threading.Condition()
-        super().__init__(WriteQueue(self._writer_connection, retryable=_lost_race))
+        super().__init__(WriteQueue(self._writer_connection, retryable=_lost_race,
+                                    large_write=settings.large_write_chars))
 
     # --- connections and outages ------------------------------------------------------------------------------
 

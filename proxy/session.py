@@ -326,13 +326,18 @@ class Sessions:
                 self.store.save_fold(branch.session_id, branch.hashes[covered - 1], covered,
                                      fold(branch.state, branch.fact_nodes, branch.hashes[:covered]))
 
-    def settle_all(self, caller: str | None = None, wait: bool = True) -> None:
+    def settle_all(self, caller: str | None = None, wait: bool = True) -> set[str]:
         """settle() every cached conversation, or those of one caller's key (other keys' are not touched). With
         wait=False, one a request is working on now is passed over, not waited for: a request's answer waits for
-        its own settling, so it holds nothing answered that is not in the store yet."""
+        its own settling, so it holds nothing answered that is not in the store yet. The sessions of those
+        conversations: the writes a view of the caller's sessions waits for."""
+        sessions: set[str] = set()
         for branch in self.cache.all():
             if caller is None or branch.caller == caller:
                 self.settle(branch, wait)
+                sessions.update(branch.node_sessions)
+                sessions.add(branch.session_id)
+        return sessions
 
     # --- finding the path -----------------------------------------------------------------------------------
 

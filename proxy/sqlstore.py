@@ -10,9 +10,10 @@ deleted when it leaves the working set.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Collection
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Collection, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Callable, Iterable, Sequence
 
 import orjson
@@ -61,6 +62,7 @@ class SqlStore:
 
     def __init__(self, queue: WriteQueue) -> None:
         self.queue = queue
+        self._read_scope = threading.local()  # see reads_waiting_for
 
     # --- what a backend supplies ------------------------------------------------------------------------------
 
@@ -100,20 +102,38 @@ class SqlStore:
         """Wait until every queued write is in the database, or only those of `sessions` (to `tables`, when given:
         a read of those tables waits for nothing else, neither its conversation's ledger nor another tenant's
         megabyte)."""
+        if sessions is None:
+            sessions = getattr(self._read_scope, "sessions", None)
         self.queue.flush(sessions, tables)
+
+    @contextmanager
+    def reads_waiting_for(self, sessions: Collection[str] | None) -> Iterator[None]:
+        """In this block, on this thread, a read that would wait for every queued write waits only for those of
+        `sessions` (None: for every write, as outside it): a view of one key's sessions needs that key's writes
+        in, not another tenant's megabytes, which may be indexed long after."""
+        outer = getattr(self._read_scope, "sessions", None)
+        self._read_scope.sessions = None if sessions is None else tuple(sessions)
+        try:
+            yield
+        finally:
+            self._read_scope.sessions = outer
 
     def queued_writes(self) -> int:
         """Writes waiting for the writer thread (a growing number: the database cannot keep up)."""
         return self.queue.qsize()
+
+    def large_backlog(self) -> int:
+        return self.queue.large_backlog()
 
     @property
     def failed_writes(self) -> int:
         return self.queue.failed_writes
 
     def _submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (), tables: tuple[str, ...] = (),
-                nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()) -> None:
-        """Queue a write of `sessions`' rows in `tables` (what readers of those tables wait for)."""
-        self.queue.submit(run, sessions, nodes, tables=tables)
+                nodes: tuple[tuple[str, str | None, NodeRow], ...] = (), size: int = 0) -> None:
+        """Queue a write of `sessions`' rows in `tables` (what readers of those tables wait for), carrying `size`
+        characters of evidence."""
+        self.queue.submit(run, sessions, nodes, tables=tables, size=size)
 
     # --- sessions -------------------------------------------------------------------------------------------
 
@@ -174,7 +194,8 @@ class SqlStore:
                                                        item.gist, item.outcome, " ".join(item.names)))
                       for item in messages)
         self._submit(lambda: self._record(scope.sessions, messages, facts, actions, model, policy, depth),
-                     scope.sessions, ("messages", "evidence", "facts", "actions", "sessions"), nodes)
+                     scope.sessions, ("messages", "evidence", "facts", "actions", "sessions"), nodes,
+                     sum(len(item.evidence or "") for item in messages))
 
     def _record(self, sessions: tuple[str, ...], messages: Sequence[NewMessage],
                 facts: Sequence[tuple[str, Fact, str | None]], actions: Sequence[tuple[str, Action]], model: str,

@@ -110,8 +110,15 @@ class Store(Protocol):
     def flush(self, sessions: Collection[str] | None = None, tables: Collection[str] | None = None) -> None:
         """Wait until every queued write (or those of `sessions`, to `tables` when given) is readable."""
 
+    def reads_waiting_for(self, sessions: Collection[str] | None) -> AbstractContextManager[None]:
+        """In the block, on the calling thread, a read that would wait for every queued write waits only for those
+        of `sessions` (None: every write)."""
+
     def queued_writes(self) -> int:
         """Writes queued and not yet applied (a gauge)."""
+
+    def large_backlog(self) -> int:
+        """Characters of evidence the large writes queued carry (store.max_backlog_chars bounds it)."""
 
     def size_bytes(self) -> int:
         """The store's size on disk, 0 when unknown (a gauge)."""
@@ -240,7 +247,8 @@ def open_store(location: str | Path, settings: StoreSettings | None = None) -> S
             return PostgresStore(str(location), settings or StoreSettings())
         from .store import SqliteStore
 
-        return SqliteStore(location, (settings or StoreSettings()).writer_nice)
+        settings = settings or StoreSettings()
+        return SqliteStore(location, settings.writer_nice, settings.large_write_chars)
     except (sqlite3.Error, OSError, RuntimeError) as error:
         raise StoreOpenError(f"cannot open the store {without_password(str(location))}: {error}") from error
 

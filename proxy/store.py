@@ -157,7 +157,7 @@ class SqliteStore(SqlStore):
     """The store in one SQLite file: a writer thread owns one connection, each thread that reads has its own (WAL
     lets them all run side by side). One process at a time writes it."""
 
-    def __init__(self, path: str | Path, writer_nice: int = 0) -> None:
+    def __init__(self, path: str | Path, writer_nice: int = 0, large_write: int = 262144) -> None:
         self.path = Path(path)
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -174,7 +174,8 @@ class SqliteStore(SqlStore):
         # Writes go through one background thread so requests never wait on SQLite. A crash can only lose
         # writes that the client's next request carries again (agents resend the whole history). It runs at a
         # lower priority: full-text indexing a megabyte is CPU that requests beside it need more.
-        super().__init__(WriteQueue(lambda: self._write, begin="BEGIN IMMEDIATE", nice=writer_nice))
+        super().__init__(WriteQueue(lambda: self._write, begin="BEGIN IMMEDIATE", nice=writer_nice,
+                                    large_write=large_write))
 
     def migrate(self) -> None:
         """Create or upgrade the schema; run at start-up, before any other use."""

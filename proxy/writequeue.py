@@ -6,9 +6,9 @@ tables) it reads.
 from __future__ import annotations
 
 import os
-import queue
 import sys
 import threading
+from collections import Counter, deque
 from collections.abc import Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -40,6 +40,9 @@ class Write:
     nodes: tuple[tuple[str, str | None, NodeRow], ...] = ()
     finished: Callable[[BaseException | None], None] = _untold
     tables: tuple[str, ...] = ()
+    size: int = 0  # what it carries (characters of evidence): a large write goes in a lane of its own
+    seq: int = 0  # its place among all writes queued (Pending.wait_queued_so_far)
+    large: bool = False  # in the large lane (see WriteQueue)
 
     @property
     def counted_tables(self) -> tuple[str, ...]:
@@ -55,16 +58,23 @@ class Pending:
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
-        # writes queued and writes done, ever: the writer takes them in order, so the first `done` are all done
-        self._queued_count = 0
-        self._done_count = 0
+        # writes are numbered as queued; those not done yet (the writer may take a later small one first)
+        self._last_seq = 0
+        self._undone: set[int] = set()
         self._tables: dict[str, dict[str, int]] = {}  # session -> table -> queued writes (a session is in while any)
         self._nodes: dict[str, tuple[str | None, NodeRow]] = {}
         self._children: dict[str | None, set[str]] = {}  # queued nodes by parent: a fork is found in one lookup
 
+    def next_seq(self) -> int:
+        """The number the next write queued is given (called with the queue's lock held: numbers follow the
+        order of the queue)."""
+        with self._changed:
+            self._last_seq += 1
+            return self._last_seq
+
     def add(self, write: Write) -> None:
         with self._changed:
-            self._queued_count += 1
+            self._undone.add(write.seq)
             for session in write.sessions:
                 counts = self._tables.setdefault(session, {})
                 for table in write.counted_tables:
@@ -76,8 +86,8 @@ class Pending:
     def done(self, writes: Sequence[Write]) -> None:
         """Committed, or failed for good: readers stop waiting for them either way."""
         with self._changed:
-            self._done_count += len(writes)
             for write in writes:
+                self._undone.discard(write.seq)
                 for session in write.sessions:
                     counts = self._tables[session]
                     for table in write.counted_tables:
@@ -105,8 +115,13 @@ class Pending:
         """Until every write queued before this call is committed: not until the queue is empty, which under
         steady load may take long after them."""
         with self._changed:
-            wanted = self._queued_count
-            self._changed.wait_for(lambda: self._done_count >= wanted)
+            wanted = self._last_seq
+            self._changed.wait_for(lambda: not any(seq <= wanted for seq in self._undone))
+
+    def wait_all(self) -> None:
+        """Until no write is queued, those queued meanwhile included."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._undone)
 
     def _queued(self, session: str, tables: tuple[str, ...] | None) -> bool:
         counts = self._tables.get(session)
@@ -139,34 +154,56 @@ class WriteQueue:
     there after a failure); `begin` opens a transaction; `retryable(error)` tells a write that lost a race with
     another process (a deadlock, a serialisation failure): it is tried once more, alone, after its batch.
     `on_failed(sessions)` hears of the sessions whose writes were lost, so their cached state is rebuilt from the
-    store."""
+    store.
+
+    Writes go in two lanes, each in the order queued: a large write (`size` at least `large_write`: a tenant's
+    megabyte of evidence to index) goes in a lane of its own, and so does any later write of a session that has
+    one queued. The writer takes the lanes in turn, a batch of small writes then one large write: one tenant sending
+    megabytes faster than the database indexes them never holds up the other tenants' writes (their answered turns
+    reach the database, their readers stop waiting) by more than one large write."""
 
     def __init__(self, connection: Callable[[], Any], begin: str = "BEGIN",
-                 retryable: Callable[[BaseException], bool] = lambda error: False, nice: int = 0) -> None:
+                 retryable: Callable[[BaseException], bool] = lambda error: False, nice: int = 0,
+                 large_write: int = 262144) -> None:
         self._connection = connection
         self._nice = nice  # steps below the server's priority the writer thread runs at
         self._begin = begin
         self._retryable = retryable
+        self._large_write = large_write
         self.on_failed: Callable[[set[str]], None] = lambda sessions: None
-        self._writes: queue.Queue[Write | None] = queue.Queue()
         self.pending = Pending()
+        self._lanes = threading.Condition()
+        self._small: deque[Write] = deque()
+        self._large: deque[Write] = deque()
+        self._large_sessions: Counter[str] = Counter()  # their large writes queued or being written
+        self._large_size = 0  # what the large lane holds, the write being written included
+        self._large_turn = False  # whether the large lane goes next (the lanes take turns)
+        self._closing = False
         self._writer: threading.Thread | None = None
         self._start_lock = threading.Lock()
-        self._order = threading.Lock()
         self.failed_writes = 0
 
     def submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (),
                nodes: tuple[tuple[str, str | None, NodeRow], ...] = (),
-               finished: Callable[[BaseException | None], None] = _untold, tables: tuple[str, ...] = ()) -> None:
+               finished: Callable[[BaseException | None], None] = _untold, tables: tuple[str, ...] = (),
+               size: int = 0) -> None:
         if self._writer is None:
             with self._start_lock:
                 if self._writer is None:
                     self._writer = threading.Thread(target=self._loop, name="workset-store-writer", daemon=True)
                     self._writer.start()
-        write = Write(run, sessions, nodes, finished, tables)
-        with self._order:  # counted in the order the writer takes them (see Pending.wait_queued_so_far)
+        with self._lanes:  # numbered in the order queued (see Pending.wait_queued_so_far)
+            # behind its session's large write, if it has one: a session's writes are written in order
+            large = size >= self._large_write or any(self._large_sessions[session] for session in sessions)
+            write = Write(run, sessions, nodes, finished, tables, size, self.pending.next_seq(), large)
             self.pending.add(write)
-            self._writes.put(write)
+            if large:
+                self._large.append(write)
+                self._large_sessions.update(sessions)
+                self._large_size += size
+            else:
+                self._small.append(write)
+            self._lanes.notify()
 
     def flush(self, sessions: Collection[str] | None = None, tables: Collection[str] | None = None) -> None:
         """Wait until every write queued so far is committed (or failed for good), or only those of `sessions` (to
@@ -195,38 +232,67 @@ class WriteQueue:
 
     def close(self) -> None:
         if self._writer is not None:
-            self._writes.join()  # everything, what is queued meanwhile too
-            self._writes.put(None)
+            self.pending.wait_all()  # everything, what is queued meanwhile too
+            with self._lanes:
+                self._closing = True
+                self._lanes.notify()
             self._writer.join(10)
             self._writer = None
 
     def qsize(self) -> int:
-        return self._writes.qsize()
+        with self._lanes:
+            return len(self._small) + len(self._large)
+
+    def large_backlog(self) -> int:
+        """The size of the large writes not yet written (a tenant sending megabytes faster than they are indexed
+        makes it grow)."""
+        return self._large_size
 
     def _loop(self) -> None:
-        """Writes queued meanwhile are committed together: under load one commit serves many requests, so what was
-        answered reaches the database sooner."""
+        """Small writes queued meanwhile are committed together: under load one commit serves many requests, so
+        what was answered reaches the database sooner."""
         _lower_thread_priority(self._nice)
         while True:
-            batch = [self._writes.get()]
-            while len(batch) < WRITE_BATCH and batch[-1] is not None:
-                try:
-                    batch.append(self._writes.get_nowait())
-                except queue.Empty:
-                    break
-            writes = [write for write in batch if write is not None]
+            batch = self._next_batch()
+            if batch is None:
+                return
             try:
-                lost = self._commit(writes)
+                lost = self._commit(batch)
                 if lost:
                     self.on_failed(lost)
             except Exception:  # a listener's failure must not stop the writer
                 get_logger().exception("store_write_failed")
             finally:
-                self.pending.done(writes)
-                for _ in batch:
-                    self._writes.task_done()
-            if batch[-1] is None:
-                return
+                self._written(batch)
+
+    def _next_batch(self) -> list[Write] | None:
+        """The small writes queued (up to WRITE_BATCH), or the large lane's next write with the small ones queued
+        behind it in that lane, the lanes in turn; None once closed and empty."""
+        with self._lanes:
+            self._lanes.wait_for(lambda: self._small or self._large or self._closing)
+            # the large lane's next write goes only after the small writes queued before it (its session's among
+            # them): those a batch of small writes took
+            if self._large and (not self._small or (self._large_turn and self._small[0].seq > self._large[0].seq)):
+                self._large_turn = False
+                batch = [self._large.popleft()]
+                size = batch[0].size
+                while self._large and len(batch) < WRITE_BATCH and size + self._large[0].size < self._large_write:
+                    size += self._large[0].size
+                    batch.append(self._large.popleft())
+                return batch
+            if self._small:
+                self._large_turn = True
+                return [self._small.popleft() for _ in range(min(WRITE_BATCH, len(self._small)))]
+            return None
+
+    def _written(self, batch: list[Write]) -> None:
+        with self._lanes:
+            for write in batch:
+                if write.large:
+                    self._large_sessions.subtract(write.sessions)
+                    self._large_size -= write.size
+            self._large_sessions += Counter()  # drops the sessions at zero
+        self.pending.done(batch)
 
     def _commit(self, writes: list[Write]) -> set[str]:
         """Commit the batch; the sessions whose writes were lost."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -329,35 +331,60 @@ def test_inspection_reads_waiting_for_the_store_do_not_hold_up_model_requests(st
     other tenants' megabytes being indexed, that takes a while, and any key holder can send many. They wait on
     threads of their own: while every one of them waits, a model request still goes through, though workset has a
     single worker thread here."""
+    proxy = start_proxy(server={"worker_threads": 1, "inspection_threads": 2})
+    with held_listings(proxy, "sk-test") as results:
+        answer = httpx.post(proxy.url + CHAT, timeout=10, headers={"authorization": "Bearer sk-other"},
+                            json={"model": "gpt-test", "messages": [{"role": "user", "content": "hello"}]})
+        assert answer.status_code == 200 and not results  # answered while the listings still wait
+    assert [results[number].status_code for number in range(3)] == [200, 200, 200]
+
+
+@contextmanager
+def held_listings(proxy: Any, key: str, count: int = 3) -> Iterator[dict[int, httpx.Response]]:
+    """`count` listings of `key`'s sessions, held inside the store until the block ends (as waiting for queued
+    writes holds them); their answers, by number, once the block has ended."""
     import threading
 
-    proxy = start_proxy(server={"worker_threads": 1, "inspection_threads": 2})
+    from proxy.hashing import key_hash
+
     store = proxy.engine.store
     entered, release = threading.Event(), threading.Event()
     listing = store.sessions
 
-    def held_listing(*args: Any, **kwargs: Any) -> Any:
-        entered.set()
-        release.wait(20)
-        return listing(*args, **kwargs)
+    def held_listing(caller: Any, *args: Any, **kwargs: Any) -> Any:
+        if caller == key_hash(key):
+            entered.set()
+            release.wait(20)
+        return listing(caller, *args, **kwargs)
 
     store.sessions = held_listing
     results: dict[int, httpx.Response] = {}
     readers = [threading.Thread(target=lambda number=number: results.setdefault(number, httpx.get(
-        proxy.url + "/v1/workset/sessions", headers={"authorization": "Bearer sk-test"}, timeout=30)))
-        for number in range(3)]
+        proxy.url + "/v1/workset/sessions", headers={"authorization": f"Bearer {key}"}, timeout=30)))
+        for number in range(count)]
     for reader in readers:
         reader.start()
     try:
         assert entered.wait(20)
-        answer = httpx.post(proxy.url + CHAT, timeout=10, headers={"authorization": "Bearer sk-other"},
-                            json={"model": "gpt-test", "messages": [{"role": "user", "content": "hello"}]})
-        assert answer.status_code == 200 and not results  # answered while the listings still wait
+        yield results
     finally:
         release.set()
         for reader in readers:
             reader.join(30)
+
+
+def test_one_keys_burst_of_inspections_leaves_another_key_a_thread(start_proxy: Any, fake: Any) -> None:
+    """One key's listings wait their turn for one inspection thread (server.inspections_per_key): while three of
+    them are held (each waiting for its key's writes, say), another key's listing is answered on the other
+    thread, and the held ones are all answered once let go."""
+    import threading
+
+    proxy = start_proxy(server={"inspection_threads": 2, "inspections_per_key": 1})
+    with held_listings(proxy, "sk-burst") as results:
+        other = httpx.get(proxy.url + "/v1/workset/sessions", headers={"authorization": "Bearer sk-other"}, timeout=10)
+        assert other.status_code == 200 and not results  # answered while the burst still waits
     assert [results[number].status_code for number in range(3)] == [200, 200, 200]
+    assert proxy.app.state.workset.inspection_turns.keys() == 0  # nothing kept of the keys once they are done
 
 
 def test_workset_ms_counts_the_deferred_ingest(proxy: Any, fake: Any, capsys: Any) -> None:
@@ -494,3 +521,55 @@ def test_a_body_parsed_in_an_extraction_process_is_forwarded_as_read_here(start_
     assert text in json.dumps(sent.body["messages"], ensure_ascii=False)
     assert b"123456789012345678901234567890" in sent.raw
     assert_openai_400(post(proxy, json.dumps(body).encode()[:-1]), "not valid JSON")
+
+
+class _Backlog:
+    """A store whose queued large writes drain by `step` characters each time they are looked at."""
+
+    def __init__(self, chars: int, step: int) -> None:
+        self.chars, self.step, self.looks = chars, step, 0
+
+    def large_backlog(self) -> int:
+        self.looks += 1
+        chars = self.chars
+        self.chars = max(0, self.chars - self.step)
+        return chars
+
+
+def _backlog_workset(store: _Backlog, wait_s: float) -> Any:
+    from types import SimpleNamespace
+
+    from proxy.config import StoreSettings
+
+    settings = StoreSettings(max_backlog_chars=10_000, backlog_wait_s=wait_s)
+    return SimpleNamespace(config=SimpleNamespace(store=settings), store=store)
+
+
+def test_a_large_request_waits_while_the_stores_large_writes_are_behind() -> None:
+    """A tenant sending megabytes faster than the store indexes them is slowed down at its next large request
+    (on the event loop, no worker held) until the backlog is back under store.max_backlog_chars; a request that
+    finds the backlog under it does not wait at all."""
+    import asyncio
+
+    from proxy.app import _wait_for_backlog
+
+    behind = _Backlog(30_000, 5_000)
+    fields: dict[str, Any] = {}
+    asyncio.run(asyncio.wait_for(_wait_for_backlog(_backlog_workset(behind, 60.0), fields), 30))
+    assert behind.chars <= 10_000 and behind.looks >= 5 and fields["backlog_ms"] > 0
+    under = _Backlog(9_000, 0)
+    fields = {}
+    asyncio.run(_wait_for_backlog(_backlog_workset(under, 60.0), fields))
+    assert under.looks == 1 and "backlog_ms" not in fields
+
+
+def test_a_large_request_goes_on_once_it_has_waited_backlog_wait_s() -> None:
+    """A store that stops draining must not hold a request for ever: after store.backlog_wait_s it goes on."""
+    import asyncio
+
+    from proxy.app import _wait_for_backlog
+
+    stuck = _Backlog(50_000, 0)
+    fields: dict[str, Any] = {}
+    asyncio.run(asyncio.wait_for(_wait_for_backlog(_backlog_workset(stuck, 0.2), fields), 30))
+    assert fields["backlog_ms"] >= 200

@@ -175,6 +175,74 @@ def test_a_read_of_everything_waits_for_what_was_queued_before_it_not_for_the_qu
         queue.close()
 
 
+def test_other_tenants_writes_pass_a_large_one_and_a_sessions_writes_keep_their_order() -> None:
+    """A tenant sending megabytes faster than they are indexed must not hold up another tenant's answered turns:
+    small writes queued behind a large one are written before it. A session's own writes stay in order: one queued
+    after its session's large write waits for it, one queued before it goes first."""
+    from proxy.writequeue import WriteQueue
+
+    class Connection:
+        def execute(self, sql: str) -> None:
+            pass
+
+    queue = WriteQueue(lambda: Connection(), large_write=1000)
+    written: list[str] = []
+    started, first = threading.Event(), threading.Event()
+
+    def write(name: str) -> object:
+        return lambda: written.append(name)
+
+    def being_written() -> None:
+        started.set()
+        first.wait(WAIT_S)
+        written.append("large Z, being written")
+
+    try:
+        queue.submit(being_written, ("Z",), size=5000)
+        assert started.wait(WAIT_S)
+        queue.submit(write("small A, before its large write"), ("A",))
+        queue.submit(write("large C"), ("C",), size=5000)
+        queue.submit(write("large A"), ("A",), size=5000)
+        queue.submit(write("small A, after its large write"), ("A",))
+        queue.submit(write("small B"), ("B",))
+        queue.submit(write("small D"), ("D",))
+        first.set()
+        queue.flush()
+        assert written == ["large Z, being written", "small A, before its large write", "small B", "small D",
+                           "large C", "large A", "small A, after its large write"]
+        assert queue.large_backlog() == 0 and queue.qsize() == 0
+    finally:
+        first.set()
+        queue.close()
+
+
+def test_a_view_of_one_keys_sessions_does_not_wait_for_another_tenants_large_write(tmp_path: Path) -> None:
+    """The inspection routes and the dashboard read the store for one key, waiting for that key's conversations'
+    writes only: another tenant's megabytes, queued before them and indexed long after, do not hold them up
+    (a read of everything, the local CLI's, waits for them)."""
+    store = open_store(store_location(tmp_path / "store.db"))
+    gate = threading.Event()
+    try:
+        store.create_session("A", "key-a", None, "m", "p")
+        store.create_session("B", "key-b", None, "m", "p")
+        store.record(Scope.whole("B"), [message("b1")], [], [], "m", "p", 1)
+        store.flush()
+        store._submit(lambda: gate.wait(WAIT_S), ("A",), ("evidence",), size=10_000_000)  # key-a's, being indexed
+
+        def view() -> object:
+            with store.reads_waiting_for({"B"}):
+                return [row["messages"] for row in store.sessions("key-b")]
+
+        reader, out = in_thread(view)
+        reader.join(WAIT_S)
+        assert not reader.is_alive(), "key-b's view waited for key-a's large write"
+        assert out == [[1]], "key-b's view missed its own write"
+        assert waits_for(gate, lambda: store.sessions("key-b"), "outside the block, a read of everything waits")
+    finally:
+        gate.set()
+        store.close()
+
+
 def _outcome(work: object) -> object:
     try:
         return work()  # type: ignore[operator]

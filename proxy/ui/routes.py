@@ -12,7 +12,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import WorksetError
-from ..inspect import evidence_view, find_session, session_view, settle_answered
+from ..inspect import evidence_view, find_session, session_view, settled_reads
 from ..logs import get_logger
 from ..report import TurnNotFound, savings, session_total, session_turns, turn_detail
 from ..storage import Scope, Store
@@ -100,7 +100,7 @@ def _page(workset: Workset, render: Render) -> Callable[[Request], Awaitable[Res
         except LoginRequired as refused:
             return _login_page(401, str(refused), _here(request), failed=key is not None)
         try:
-            status, body = await workset.inspect(_rendered, workset, render, viewer, request)
+            status, body = await workset.inspect(viewer.key_hash, _rendered, workset, render, viewer, request)
         except Exception as error:  # a store fault: a page that says so, and a log line
             get_logger().error("ui_failed", path=request.url.path, exc_info=True,
                                error=f"{error.__class__.__name__}: {error}")
@@ -111,11 +111,11 @@ def _page(workset: Workset, render: Render) -> Callable[[Request], Awaitable[Res
 
 
 def _rendered(workset: Workset, render: Render, viewer: Viewer, request: Request) -> tuple[int, str]:
-    settle_answered(workset, viewer.key_hash)
-    try:
-        return 200, render(workset.store, viewer, request)
-    except WorksetError as error:  # an unknown (or another key's) session, turn or ref: the same answer
-        return error.status, error_page(error.status, error.message, viewer)
+    with settled_reads(workset, viewer.key_hash):
+        try:
+            return 200, render(workset.store, viewer, request)
+        except WorksetError as error:  # an unknown (or another key's) session, turn or ref: the same answer
+            return error.status, error_page(error.status, error.message, viewer)
 
 
 def _login(workset: Workset) -> Callable[[Request], Awaitable[Response]]:
