@@ -185,6 +185,9 @@ class CacheSettings:
     max_sessions: int = setting(512, "conversation branches kept in memory for fast lookup; others are read from the "
                                      "store (and as many Anthropic or Responses histories as last read, to read only "
                                      "what is new)", min=1)
+    max_tokens: int = setting(64_000_000, "tokens of messages those branches hold at most between them (the least "
+                                          "recently used are let go first): a path holds its messages, and a tenant "
+                                          "may send megabytes in each", min=1000)
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,8 @@ class Engine:
         self.store = store
         self.counter = counter
         self.excerpt = Excerpter(counter)
-        self.sessions = Sessions(store, counter, config.cache.max_sessions, ingest=config.ingest, extractor=extractor)
+        self.sessions = Sessions(store, counter, config.cache.max_sessions, ingest=config.ingest, extractor=extractor,
+                                 max_tokens=config.cache.max_tokens)
         self._context_window = context_window
         self._budgets: dict[tuple[str, str], int] = {}
         self.recall_tokens = counter.tools([RECALL_DEFINITION])

@@ -115,12 +115,15 @@ class Resolved:
 
 
 class BranchCache:
-    """Recently seen paths by root, least recently used evicted first. Safe to share between threads."""
+    """Recently seen paths by root, least recently used evicted first: at most `max_branches`, holding at most
+    `max_tokens` of messages between them (a path holds its messages, a megabyte each if a tenant sends such).
+    Safe to share between threads."""
 
-    def __init__(self, max_branches: int) -> None:
+    def __init__(self, max_branches: int, max_tokens: int | None = None) -> None:
         self._branches: OrderedDict[int, Branch] = OrderedDict()
         self._by_root: dict[str, list[int]] = {}
         self._max = max_branches
+        self._max_tokens = max_tokens
         self._lock = threading.Lock()
 
     def candidates(self, root: str) -> list[Branch]:
@@ -137,10 +140,13 @@ class BranchCache:
                 self._by_root.setdefault(branch.root, []).append(key)
             self._branches[key] = branch
             self._branches.move_to_end(key)
-            while len(self._branches) > self._max:
+            held = sum(cached.total_tokens for cached in self._branches.values()) if self._max_tokens else 0
+            while len(self._branches) > self._max or (self._max_tokens and held > self._max_tokens
+                                                      and len(self._branches) > 1):
                 _, old = self._branches.popitem(last=False)
                 self._unlink(old)
                 evicted.append(old)
+                held -= old.total_tokens
         return evicted
 
     def drop(self, branch: Branch) -> None:
@@ -197,12 +203,13 @@ class Sessions:
     So the conversations of one key (one tree) are built side by side."""
 
     def __init__(self, store: Store, counter: TokenCounter, max_branches: int = 512, lock_stripes: int = 64,
-                 ingest: IngestSettings = IngestSettings(), extractor: Extractor | None = None) -> None:
+                 ingest: IngestSettings = IngestSettings(), extractor: Extractor | None = None,
+                 max_tokens: int | None = None) -> None:
         self.store = store
         self.counter = counter
         self.ingest = ingest  # how much of each message extraction reads, and for how long
         self.extractor: Extractor = extractor or InlineExtractor()
-        self.cache = BranchCache(max_branches)
+        self.cache = BranchCache(max_branches, max_tokens)
         store.on_lost_writes(self.forget_sessions)
         # A fixed set of locks, a tree hashed to one: bounded memory; two trees sharing a stripe only wait in turn.
         self._stripes = [threading.RLock() for _ in range(lock_stripes)]

@@ -573,3 +573,22 @@ def test_a_large_request_goes_on_once_it_has_waited_backlog_wait_s() -> None:
     fields: dict[str, Any] = {}
     asyncio.run(asyncio.wait_for(_wait_for_backlog(_backlog_workset(stuck, 0.2), fields), 30))
     assert fields["backlog_ms"] >= 200
+
+
+def test_the_conversations_held_in_memory_are_bounded_by_their_tokens_too() -> None:
+    """A tenant sending a megabyte in every conversation must not make workset hold cache.max_sessions megabytes:
+    the least recently used conversations are let go once those held carry more than cache.max_tokens (they are
+    read back from the store when they go on), and one conversation alone is always kept."""
+    from proxy.session import Branch, BranchCache
+
+    cache = BranchCache(max_branches=100, max_tokens=1000)
+    first, second, third = (Branch(f"s{number}", f"root{number}", False, total_tokens=400) for number in range(3))
+    assert cache.put(first) == [] and cache.put(second) == []
+    assert cache.put(third) == [first]  # 1,200 tokens held: the oldest goes
+    assert cache.all() == [second, third]
+    huge = Branch("huge", "root-huge", False, total_tokens=5000)
+    assert cache.put(huge) == [second, third] and cache.all() == [huge]
+    by_count = BranchCache(max_branches=2, max_tokens=None)
+    for branch in (first, second, third):
+        by_count.put(branch)
+    assert by_count.all() == [second, third]
