@@ -165,10 +165,10 @@ def settled_reads(workset: Workset, caller: str | None) -> Iterator[None]:
     for another tenant's megabytes queued before them. A branch that fails to settle is dropped by Sessions and
     logged; what is stored is still shown."""
     try:
-        sessions: set[str] | None = workset.engine.sessions.settle_all(caller, wait=False)
+        sessions = workset.engine.sessions.settle_all(caller, wait=False)
     except Exception as error:
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
-        sessions = set()
+        sessions = set()  # what was settled is in the store; reads go on
     with workset.store.reads_waiting_for(None if caller is None else sessions):
         yield
 

@@ -193,8 +193,10 @@ class WriteQueue:
                     self._writer = threading.Thread(target=self._loop, name="workset-store-writer", daemon=True)
                     self._writer.start()
         with self._lanes:  # numbered in the order queued (see Pending.wait_queued_so_far)
-            # behind its session's large write, if it has one: a session's writes are written in order
-            large = size >= self._large_write or any(self._large_sessions[session] for session in sessions)
+            # behind its session's large write, if it has one: a session's writes are written in order; and one of
+            # no session (retention's deletions) behind every large write: it must see all that was queued before it
+            large = (size >= self._large_write or any(self._large_sessions[session] for session in sessions)
+                     or (not sessions and bool(self._large)))
             write = Write(run, sessions, nodes, finished, tables, size, self.pending.next_seq(), large)
             self.pending.add(write)
             if large:

@@ -178,7 +178,8 @@ def test_a_read_of_everything_waits_for_what_was_queued_before_it_not_for_the_qu
 def test_other_tenants_writes_pass_a_large_one_and_a_sessions_writes_keep_their_order() -> None:
     """A tenant sending megabytes faster than they are indexed must not hold up another tenant's answered turns:
     small writes queued behind a large one are written before it. A session's own writes stay in order: one queued
-    after its session's large write waits for it, one queued before it goes first."""
+    after its session's large write waits for it, one queued before it goes first; a write of no session (a
+    deletion of old sessions) goes after everything queued before it."""
     from proxy.writequeue import WriteQueue
 
     class Connection:
@@ -206,10 +207,11 @@ def test_other_tenants_writes_pass_a_large_one_and_a_sessions_writes_keep_their_
         queue.submit(write("small A, after its large write"), ("A",))
         queue.submit(write("small B"), ("B",))
         queue.submit(write("small D"), ("D",))
+        queue.submit(write("of no session (a deletion)"))
         first.set()
         queue.flush()
         assert written == ["large Z, being written", "small A, before its large write", "small B", "small D",
-                           "large C", "large A", "small A, after its large write"]
+                           "large C", "large A", "small A, after its large write", "of no session (a deletion)"]
         assert queue.large_backlog() == 0 and queue.qsize() == 0
     finally:
         first.set()
