@@ -52,8 +52,8 @@ class ServerSettings:
            "so a large message never stalls other requests", min=1, max=256,
     )
     inspection_threads: int = setting(
-        2, "threads that answer the inspection routes and the dashboard (their store reads wait for the writes "
-           "queued before them): apart from worker_threads, so a burst of them never holds up a model request",
+        2, "threads that answer the inspection routes and the dashboard (their store reads wait for their key's "
+           "queued writes): apart from worker_threads, so a burst of them never holds up a model request",
         min=1, max=64,
     )
     inspections_per_key: int = setting(
