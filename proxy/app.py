@@ -317,16 +317,16 @@ async def _wait_for_backlog(workset: Workset, fields: dict[str, Any]) -> None:
     than store.max_backlog_chars: a tenant sending megabytes faster than they are indexed slows itself down, not
     the others, and what waits in memory stays bounded. After store.backlog_wait_s it goes on all the same."""
     settings = workset.config.store
-    if workset.store.large_backlog() <= settings.max_backlog_chars:
-        return
-    began = time.perf_counter()
-    while workset.store.large_backlog() > settings.max_backlog_chars:
-        if time.perf_counter() - began > settings.backlog_wait_s:
-            get_logger().warning("store_backlog_full", backlog_chars=workset.store.large_backlog(),
-                                 waited_s=round(time.perf_counter() - began, 3))
+    began = waited = time.perf_counter()
+    while (backlog := workset.store.large_backlog()) > settings.max_backlog_chars:
+        waited = time.perf_counter()
+        if waited - began > settings.backlog_wait_s:
+            get_logger().warning("store_backlog_full", backlog_chars=backlog, waited_s=round(waited - began, 3))
             break
         await asyncio.sleep(BACKLOG_POLL_S)
-    fields["backlog_ms"] = round((time.perf_counter() - began) * 1000, 3)
+        waited = time.perf_counter()
+    if waited > began:
+        fields["backlog_ms"] = round((waited - began) * 1000, 3)
 
 
 def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str], caller_key: str | None,

@@ -288,12 +288,13 @@ class WriteQueue:
             return None
 
     def _written(self, batch: list[Write]) -> None:
-        with self._lanes:
-            for write in batch:
-                if write.large:
+        large = [write for write in batch if write.large]
+        if large:
+            with self._lanes:
+                for write in large:
                     self._large_sessions.subtract(write.sessions)
                     self._large_size -= write.size
-            self._large_sessions += Counter()  # drops the sessions at zero
+                self._large_sessions += Counter()  # drops the sessions at zero
         self.pending.done(batch)
 
     def _commit(self, writes: list[Write]) -> set[str]:
