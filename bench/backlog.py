@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
@@ -31,6 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench.adversarial import adversarial_texts  # noqa: E402
 from bench.machine import speed_line  # noqa: E402
+from bench.settings import add_settings_option, apply_settings  # noqa: E402
 from bench.stall import CHAT, attack_body  # noqa: E402
 from servers import ServerProcess, free_port  # noqa: E402
 
@@ -47,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=40.0, help="how long the attacker sends")
     parser.add_argument("--listers", type=int, default=0, help="threads of the attacker listing its own sessions")
     parser.add_argument("--size", type=int, default=1_000_000, help="characters of each hostile tool output")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="a config.yaml setting for this run (e.g. store.max_backlog_chars=33554432)")
+    add_settings_option(parser)
     args = parser.parse_args(argv)
     texts = list(adversarial_texts(args.size).items())
     speed = speed_line()
@@ -57,15 +58,12 @@ def main(argv: list[str] | None = None) -> int:
         provider_port, workset_port = free_port(), free_port()
         provider = ServerProcess([sys.executable, "-m", "bench.fake_provider", str(provider_port)], provider_port,
                                  cwd=ROOT)
-        config: dict[str, dict[str, object] | object] = {
+        config: dict[str, Any] = {
             "model_list": [{"model_name": "*", "litellm_params": {"model": "openai/gpt-test",
                                                                    "api_base": provider.url + "/v1"}}],
             "policies_dir": str(ROOT / "policies"), "store": {"path": str(folder / "backlog.db")},
             "server": {"max_body_bytes": 8 * args.size + 1_000_000}, "logging": {"level": "warning"}}
-        for setting in args.set:
-            key, _, value = setting.partition("=")
-            section, _, name = key.partition(".")
-            config.setdefault(section, {})[name] = yaml.safe_load(value)  # type: ignore[index, union-attr]
+        apply_settings(config, args.set)
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
         workset = ServerProcess([sys.executable, "-m", "proxy", "serve", "--config", str(folder / "config.yaml"),
                                  "--port", str(workset_port)], workset_port, cwd=ROOT)

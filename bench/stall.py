@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from bench.adversarial import adversarial_texts  # noqa: E402
 from bench.latency import percentile  # noqa: E402
 from bench.machine import speed_line  # noqa: E402
+from bench.settings import add_settings_option, apply_settings  # noqa: E402
 from servers import ServerProcess, free_port  # noqa: E402
 
 TARGET_MS = 20.0  # issue 9: no other tenant's request delayed by more than this while a hostile one runs
@@ -207,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-s", type=float, default=5.0, help="seconds the victim runs alone first")
     parser.add_argument("--listers", type=int, default=0,
                         help="threads of the attacker that list its sessions again and again while it attacks")
+    add_settings_option(parser)
     args = parser.parse_args(argv)
     count = len(adversarial_texts(1000))  # their number (the attacker's process makes them at full size)
     speed = speed_line()  # before any server runs: the machine alone
@@ -219,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                       "model": "openai/gpt-test", "api_base": provider.url + "/v1"}} for name, provider in providers.items()],
                   "policies_dir": str(ROOT / "policies"), "store": {"path": str(folder / "stall.db")},
                   "server": {"max_body_bytes": 8 * args.size + 1_000_000}, "logging": {"level": "warning"}}
+        apply_settings(config, args.set)
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
         proxy = ServerProcess([sys.executable, "-m", "proxy", "serve", "--config", str(folder / "config.yaml"),
                                "--port", str(ports["proxy"])], ports["proxy"], cwd=ROOT)
