@@ -33,6 +33,7 @@ from .jsonbytes import IN_STEPS_OVER_BYTES
 from .logs import configure, get_logger
 from .metrics import Metrics, metrics_routes, provider_label
 from .policy import Policy
+from .priority import lower_thread_priority
 from .recall import Resolver
 from .records import ClientSession
 from .report import turn_row
@@ -64,6 +65,7 @@ class Workset:
     upstream: Upstream
     store: Store
     workers: ThreadPoolExecutor  # workset's own CPU and store work runs here, never on the event loop
+    large_workers: ThreadPoolExecutor  # the same for large requests, at a lower priority (server.large_request_nice)
     inspectors: ThreadPoolExecutor  # the inspection routes' and dashboard's, never in the model requests' way
     inspection_turns: TurnsPerKey  # how many of those threads one key may hold at once
     translations: Translations  # each conversation's last request in its wire format, as read (only a cache)
@@ -79,6 +81,10 @@ class Workset:
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` on a worker thread: the event loop goes on relaying other requests meanwhile."""
         return await _off_loop(self.workers, work, *args)
+
+    async def run_sized(self, large: bool, work: Callable[..., T], *args: Any) -> T:
+        """`work(*args)` for a request, on the large requests' threads if it is one (see `run`)."""
+        return await _off_loop(self.large_workers if large else self.workers, work, *args)
 
     async def inspect(self, caller: str | None, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` for an inspection route or the dashboard, on a thread of their own: a burst of them, each
@@ -117,9 +123,13 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
     upstream = Upstream(config.upstream)
     workers = ThreadPoolExecutor(config.server.worker_threads, thread_name_prefix="workset-worker")
     inspectors = ThreadPoolExecutor(config.server.inspection_threads, thread_name_prefix="workset-inspector")
+    # the cores go to small requests first: a large one's work waits for them, a small one's not for it
+    nice = config.server.large_request_nice
+    large_workers = ThreadPoolExecutor(config.server.worker_threads, thread_name_prefix="workset-large",
+                                       initializer=lower_thread_priority, initargs=(nice,)) if nice else workers
     metrics = Metrics({policy.name for policy in policies.values()}, store.size_bytes, store.queued_writes,
                       lambda: len(engine.sessions.cache.all()))
-    workset = Workset(config, engine, upstream, store, workers, inspectors,
+    workset = Workset(config, engine, upstream, store, workers, large_workers, inspectors,
                       TurnsPerKey(config.server.inspections_per_key), Translations(config.cache.max_sessions), metrics)
     log = get_logger()
 
@@ -140,6 +150,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
                 await asyncio.wait(list(workset.tasks), timeout=SHUTDOWN_WAIT_S)
             await upstream.close()
             workers.shutdown(wait=True)
+            large_workers.shutdown(wait=True)
             inspectors.shutdown(wait=True)
             engine.sessions.settle_all()
             extractor.close()
@@ -224,11 +235,12 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
     try:
         raw = await _read_body(request, config.server.max_body_bytes)
         caller_key = _caller_key(request)
-        if len(raw) >= config.store.large_write_chars:
+        large = len(raw) >= config.store.large_write_chars
+        if large:
             await _wait_for_backlog(workset, fields)
         waited = time.perf_counter()
-        admitted, own_ms = await workset.run(_cpu_timed, workset, _admit, workset, edge, raw, request.headers,
-                                             caller_key, fields)
+        admitted, own_ms = await workset.run_sized(large, _cpu_timed, workset, _admit, workset, edge, raw,
+                                                   request.headers, caller_key, fields)
         prepared = admitted.prepared
         if admitted.answer is None:  # it goes to the provider: which one, as a bounded label (logs, metrics)
             fields["provider"] = provider_label(admitted.target)
@@ -247,7 +259,7 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
         fields["workset_ms"] = round(own_ms, 3)
         # Deferred ingest (extraction, store writes) and the start of a background summary run on a worker while
         # the request is on its way to the provider: they overlap its latency instead of adding to it.
-        settling = workset.background(_after_sending(workset, prepared, caller_key))
+        settling = workset.background(_after_sending(workset, prepared, caller_key, large))
         called = time.perf_counter()
         client_headers = _lower_headers(request)
         query = request.url.query
@@ -449,7 +461,7 @@ async def _answer_recall(workset: Workset, edge: Edge, admitted: Admitted, calle
                         policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars)
 
     async def ask(body: dict[str, Any]) -> Reply | Stream:
-        sent = await workset.run(_encoded, edge, admitted.target, body, admitted.large)
+        sent = await workset.run_sized(admitted.large, _encoded, edge, admitted.target, body, admitted.large)
         return await edge.send(workset.upstream, admitted.target, sent or body, caller_key, client_headers, query)
 
     async def resolve(arguments: str) -> str:
@@ -504,12 +516,12 @@ async def _summarize(workset: Workset, prepared: Prepared, job: Job, caller_key:
                       latency_ms=round((time.perf_counter() - started) * 1000, 3))
 
 
-async def _after_sending(workset: Workset, prepared: Prepared, caller_key: str | None) -> float:
+async def _after_sending(workset: Workset, prepared: Prepared, caller_key: str | None, large: bool) -> float:
     """Settle the request's new messages and decide on a background summary, in one job on a worker (each hand-over
     to a worker waits for the interpreter while other requests' work runs), then start the summary if one is due;
     the milliseconds of workset's own work this took."""
     try:
-        job, spent = await workset.run(_cpu_timed, workset, _settled, workset, prepared)
+        job, spent = await workset.run_sized(large, _cpu_timed, workset, _settled, workset, prepared)
     except Exception as error:  # the request already went out; a failed ingest is logged, never raised
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
         return 0.0

@@ -51,6 +51,11 @@ class ServerSettings:
         8, "threads that run workset's own work (ingest, extraction, compaction, store reads) off the event loop, "
            "so a large message never stalls other requests", min=1, max=256,
     )
+    large_request_nice: int = setting(
+        10, "a request whose body holds store.large_write_chars or more has its work done on threads of their own, "
+            "this many steps below the server's priority (Linux nice), so that the cores go to small requests first "
+            "(0: on the worker threads, at the server's priority)", min=0, max=19,
+    )
     inspection_threads: int = setting(
         2, "threads that answer the inspection routes and the dashboard (their store reads wait for their key's "
            "queued writes): apart from worker_threads, so a burst of them never holds up a model request",

@@ -5,8 +5,6 @@ tables) it reads.
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from collections import Counter, deque
 from collections.abc import Collection
@@ -15,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from .logs import get_logger
+from .priority import lower_thread_priority
 from .storage import NodeRow
 
 WRITE_BATCH = 256  # writes per commit at most: bounds how long one commit holds the database (not a tuning knob)
@@ -136,17 +135,6 @@ class Pending:
             return any(child != other_than for child in self._children.get(parent, ()))
 
 
-def _lower_thread_priority(nice: int) -> None:
-    """This thread `nice` steps below its process (Linux gives each thread a priority of its own)."""
-    if not nice or not sys.platform.startswith("linux"):
-        return
-    thread = threading.get_native_id()
-    try:
-        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + nice))
-    except OSError as error:  # it runs as it was: slower requests under load, nothing lost
-        get_logger().warning("writer_priority_unchanged", error=f"{error.__class__.__name__}: {error}")
-
-
 class WriteQueue:
     """Queued writes committed by one background thread, a batch per transaction, each write its own savepoint.
 
@@ -253,7 +241,7 @@ class WriteQueue:
     def _loop(self) -> None:
         """Small writes queued meanwhile are committed together: under load one commit serves many requests, so
         what was answered reaches the database sooner."""
-        _lower_thread_priority(self._nice)
+        lower_thread_priority(self._nice)
         while True:
             batch = self._next_batch()
             if batch is None:

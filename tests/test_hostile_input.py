@@ -545,6 +545,38 @@ def _backlog_workset(store: _Backlog, wait_s: float) -> Any:
     return SimpleNamespace(config=SimpleNamespace(store=settings), store=store)
 
 
+def test_a_large_requests_work_runs_at_a_lower_priority_than_a_small_ones(start_proxy: Any, fake: Any) -> None:
+    """server.large_request_nice: a request whose body holds store.large_write_chars or more is admitted and
+    settled by threads that many nice steps down, so that the cores go first to the small requests beside it (a
+    tenant's megabyte delays another's requests less); a small request's work keeps the server's priority."""
+    import os
+    import threading
+
+    proxy = start_proxy(server={"large_request_nice": 5})
+    large = proxy.app.state.workset.config.store.large_write_chars
+    engine = proxy.engine
+    prepare, settle = engine.prepare, engine.settle
+    seen: list[tuple[str, int]] = []
+
+    def noted(step: str, work: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            seen.append((step, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+            return work(*args, **kwargs)
+        return run
+
+    engine.prepare, engine.settle = noted("admit", prepare), noted("settle", settle)
+    server = os.getpriority(os.PRIO_PROCESS, 0)
+    for tool_output, nice in (("x" * large, 5), ("a short listing", 0)):
+        seen.clear()
+        call = {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        response = post(proxy, {"model": "gpt-test", "messages": [
+            {"role": "user", "content": f"Look at the dump ({nice})."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_0", "content": tool_output}]})
+        assert response.status_code == 200
+        assert seen == [("admit", min(19, server + nice)), ("settle", min(19, server + nice))]
+
+
 def test_a_large_request_waits_while_the_stores_large_writes_are_behind() -> None:
     """A tenant sending megabytes faster than the store indexes them is slowed down at its next large request
     (on the event loop, no worker held) until the backlog is back under store.max_backlog_chars; a request that
