@@ -276,7 +276,8 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
             await workset.run(workset.store.flush, (prepared.session_id,))
             fields["durable_ms"] = round((time.perf_counter() - waited) * 1000, 3)
         if prepared.recall and edge.model_turn:
-            result = await _answer_recall(workset, edge, admitted, caller_key, client_headers, query, result, fields)
+            result = await _answer_recall(workset, edge, admitted, large, caller_key, client_headers, query, result,
+                                          fields)
         headers = _workset_headers(prepared, admitted.explicit, fields["workset_ms"] + fields["deferred_ms"],
                                    fields["queued_ms"])
     except WorksetError as error:
@@ -329,16 +330,13 @@ async def _wait_for_backlog(workset: Workset, fields: dict[str, Any]) -> None:
     than store.max_backlog_chars: a tenant sending megabytes faster than they are indexed slows itself down, not
     the others, and what waits in memory stays bounded. After store.backlog_wait_s it goes on all the same."""
     settings = workset.config.store
-    began = waited = time.perf_counter()
+    began = time.perf_counter()
     while (backlog := workset.store.large_backlog()) > settings.max_backlog_chars:
-        waited = time.perf_counter()
-        if waited - began > settings.backlog_wait_s:
-            get_logger().warning("store_backlog_full", backlog_chars=backlog, waited_s=round(waited - began, 3))
+        if (waited_s := time.perf_counter() - began) > settings.backlog_wait_s:
+            get_logger().warning("store_backlog_full", backlog_chars=backlog, waited_s=round(waited_s, 3))
             break
         await asyncio.sleep(BACKLOG_POLL_S)
-        waited = time.perf_counter()
-    if waited > began:
-        fields["backlog_ms"] = round((waited - began) * 1000, 3)
+        fields["backlog_ms"] = round((time.perf_counter() - began) * 1000, 3)
 
 
 def _admit(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, str], caller_key: str | None,
@@ -450,10 +448,11 @@ def _failed_open(error: Exception, model: Any, fields: dict[str, Any]) -> None:
     fields["fail_open"] = True
 
 
-async def _answer_recall(workset: Workset, edge: Edge, admitted: Admitted, caller_key: str | None,
+async def _answer_recall(workset: Workset, edge: Edge, admitted: Admitted, large: bool, caller_key: str | None,
                          client_headers: dict[str, str], query: str, result: Reply | Stream,
                          fields: dict[str, Any]) -> Reply | Stream:
-    """The model may call workset_recall: answer it from the store and ask again (see proxy.recall)."""
+    """The model may call workset_recall: answer it from the store and ask again (see proxy.recall); each round's
+    body is written on the threads the request's own work ran on (`large`: the large requests')."""
     prepared = admitted.prepared
     policy = workset.engine.policies[prepared.policy]
     scope = prepared.branch.scope() if prepared.branch is not None else Scope(())
@@ -461,7 +460,7 @@ async def _answer_recall(workset: Workset, edge: Edge, admitted: Admitted, calle
                         policy.recall.search_results, policy.recall.context_lines, policy.digest.arguments_chars)
 
     async def ask(body: dict[str, Any]) -> Reply | Stream:
-        sent = await workset.run_sized(admitted.large, _encoded, edge, admitted.target, body, admitted.large)
+        sent = await workset.run_sized(large, _encoded, edge, admitted.target, body, admitted.large)
         return await edge.send(workset.upstream, admitted.target, sent or body, caller_key, client_headers, query)
 
     async def resolve(arguments: str) -> str:

@@ -280,9 +280,11 @@ class WriteQueue:
         if large:
             with self._lanes:
                 for write in large:
-                    self._large_sessions.subtract(write.sessions)
                     self._large_size -= write.size
-                self._large_sessions += Counter()  # drops the sessions at zero
+                    for session in write.sessions:
+                        self._large_sessions[session] -= 1
+                        if not self._large_sessions[session]:
+                            del self._large_sessions[session]
         self.pending.done(batch)
 
     def _commit(self, writes: list[Write]) -> set[str]:

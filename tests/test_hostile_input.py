@@ -377,8 +377,6 @@ def test_one_keys_burst_of_inspections_leaves_another_key_a_thread(start_proxy: 
     """One key's listings wait their turn for one inspection thread (server.inspections_per_key): while three of
     them are held (each waiting for its key's writes, say), another key's listing is answered on the other
     thread, and the held ones are all answered once let go."""
-    import threading
-
     proxy = start_proxy(server={"inspection_threads": 2, "inspections_per_key": 1})
     with held_listings(proxy, "sk-burst") as results:
         other = httpx.get(proxy.url + "/v1/workset/sessions", headers={"authorization": "Bearer sk-other"}, timeout=10)
