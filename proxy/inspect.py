@@ -164,11 +164,12 @@ def settled_reads(workset: Workset, caller: str | None) -> Iterator[None]:
     answered; then, in the block, reads of the store wait for the writes of the caller's conversations only, not
     for another tenant's megabytes queued before them. A branch that fails to settle is dropped by Sessions and
     logged; what is stored is still shown."""
+    sessions: set[str] | None
     try:
         sessions = workset.engine.sessions.settle_all(caller, wait=False)
     except Exception as error:
         get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
-        sessions = set()  # what was settled is in the store; reads go on
+        sessions = None  # which of the caller's writes were queued is unknown: reads wait for every one
     with workset.store.reads_waiting_for(None if caller is None else sessions):
         yield
 

@@ -390,3 +390,30 @@ def test_an_inspection_settles_its_own_keys_conversations_and_waits_for_no_other
     stored = {row["id"]: row["messages"] for key in ("key-a", "key-b") for row in store.sessions(key)}
     assert (stored[mine.session_id], stored[busy.session_id], stored[theirs.session_id]) == (1, 0, 0)
     store.close()
+
+
+def test_a_view_whose_settling_fails_waits_for_every_queued_write() -> None:
+    """If settling the caller's conversations fails, which of their answered turns were queued for the store is
+    unknown: the view then waits for every queued write (slower, never missing a turn already answered), and
+    when settling works, for the caller's own conversations' writes only."""
+    from contextlib import contextmanager
+
+    from proxy.inspect import settled_reads
+
+    scopes: list[Any] = []
+
+    class Store:
+        @contextmanager
+        def reads_waiting_for(self, sessions: Any) -> Any:
+            scopes.append(sessions)
+            yield
+
+    def failing(*args: Any, **kwargs: Any) -> set[str]:
+        raise RuntimeError("a branch failed to settle")
+
+    for settle_all, expected in ((failing, None), (lambda *args, **kwargs: {"s1", "s2"}, {"s1", "s2"})):
+        workset = SimpleNamespace(engine=SimpleNamespace(sessions=SimpleNamespace(settle_all=settle_all)),
+                                  store=Store())
+        with settled_reads(workset, "caller-hash"):
+            pass
+        assert scopes.pop() == expected
