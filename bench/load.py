@@ -58,6 +58,7 @@ for folder in (ROOT, ROOT / "tests"):  # bench.* and the tests' server helpers, 
 
 from bench.latency import percentile  # noqa: E402
 from bench.machine import speed_line  # noqa: E402
+from bench.settings import add_settings_option, apply_settings  # noqa: E402
 from bench.recording_provider import REPORT_PATH, group_of, handle, marker, record_name, tool_output  # noqa: E402
 from servers import ServerProcess, free_port  # noqa: E402
 
@@ -309,7 +310,7 @@ class Suite:
     restarted), both subprocesses, stopped on exit."""
 
     def __init__(self, folder: Path, provider_ms: float, load_budget: int = 12000,
-                 start_timeout_s: float = 120.0) -> None:
+                 start_timeout_s: float = 120.0, settings: Sequence[str] = ()) -> None:
         self.folder = folder
         self.start_timeout_s = start_timeout_s
         self.store = folder / "store.db"
@@ -330,6 +331,7 @@ class Suite:
             "store": {"path": str(self.store)},
             "upstream": {"timeout_s": 60, "connect_timeout_s": CONNECT_TIMEOUT_S},
         }
+        apply_settings(config, settings)
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
         self.url = f"http://127.0.0.1:{self.port}"
         self.runs: list[ServerProcess] = []  # every workset process started, for their logs
@@ -812,9 +814,9 @@ class Results:
         return out
 
 
-async def run_suite(opts: Options, folder: Path) -> Results:
+async def run_suite(opts: Options, folder: Path, settings: Sequence[str] = ()) -> Results:
     began = time.monotonic()
-    with Suite(folder, opts.provider_ms, opts.load_budget) as suite:
+    with Suite(folder, opts.provider_ms, opts.load_budget, settings=settings) as suite:
         load = await run_load(suite, opts)
         isolation = await run_isolation(suite, opts)
         kill = await run_kills(suite, opts)
@@ -886,12 +888,13 @@ def main(argv: Iterable[str] | None = None) -> int:
                             help=f"{option.metadata['doc']} (default {value})".replace("%", "%%"))
     parser.add_argument("--no-targets", action="store_true", help="check correctness only, not the timing targets")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (store, config)")
+    add_settings_option(parser)
     args = parser.parse_args(list(argv) if argv is not None else None)
     opts = Options(**{name: getattr(args, name) for name in vars(defaults)})
     speed = speed_line()  # before any server runs: the machine alone
     folder = Path(tempfile.mkdtemp(prefix="workset-load-"))
     try:
-        results = asyncio.run(run_suite(opts, folder))
+        results = asyncio.run(run_suite(opts, folder, args.set))
     except BaseException:
         print(f"the run broke off; its store and config are in {folder}", file=sys.stderr)
         raise

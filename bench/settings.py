@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -13,7 +14,7 @@ def add_settings_option(parser: argparse.ArgumentParser) -> None:
                         help="a config.yaml setting for this run (e.g. store.max_backlog_chars=33554432)")
 
 
-def apply_settings(config: dict[str, Any], settings: list[str]) -> None:
+def apply_settings(config: dict[str, Any], settings: Sequence[str]) -> None:
     """Each `section.key=value` of `settings` written into `config` (the value read as YAML)."""
     for setting in settings:
         key, _, value = setting.partition("=")
