@@ -57,7 +57,7 @@ for folder in (ROOT, ROOT / "tests"):  # bench.* and the tests' server helpers, 
         sys.path.insert(0, str(folder))
 
 from bench.latency import percentile  # noqa: E402
-from bench.machine import speed_line  # noqa: E402
+from bench.machine import CpuTicks, speed_line  # noqa: E402
 from bench.settings import add_settings_option, apply_settings  # noqa: E402
 from bench.recording_provider import REPORT_PATH, group_of, handle, marker, record_name, tool_output  # noqa: E402
 from servers import ServerProcess, free_port  # noqa: E402
@@ -485,13 +485,16 @@ async def run_load(suite: Suite, opts: Options) -> LoadResult:
     rng = random.Random(opts.seed)
     warm_up_errors = await warm_up(suite.url, 0, opts)
     single = [Conversation("S", 0, KEYS["load"], output_lines=opts.output_lines, model=TEAM_MODEL)]
+    ticks = CpuTicks.now()
     await drive_all(suite.url, single, opts.turns, opts, rng)
     many = [Conversation("L", n, KEYS["load"], stream=n % 2 == 1, output_lines=opts.output_lines, model=TEAM_MODEL)
             for n in range(opts.sessions)]
-    cpu = suite.cpu()
+    cpu, single_ticks = suite.cpu(), CpuTicks.now()
     await drive_all(suite.url, many, opts.turns, opts, rng)
     cpu = {name: seconds - cpu[name] for name, seconds in suite.cpu().items()}
     cpu["load_average"] = os.getloadavg()[0]  # of the last minute: other work on the machine shows here
+    # the machine's slow hours: the share of its CPU time the host gave to other machines, in each run
+    cpu["steal_single"], cpu["steal_many"] = single_ticks.steal_since(ticks), CpuTicks.now().steal_since(single_ticks)
     report = suite.report()
     every = [*single, *many]
     return LoadResult(
@@ -846,7 +849,8 @@ def summary(results: Results, opts: Options) -> list[str]:
     cpu = load.cpu
     lines.append(f"  CPU during the {load.sessions}-session run ({cpu['wall']:.0f} s): workset {cpu['workset']:.1f} s, "
                  f"provider {cpu['provider']:.1f} s, agents {cpu['agents']:.1f} s; load average "
-                 f"{cpu['load_average']:.1f} on {os.cpu_count()} CPUs at its end")
+                 f"{cpu['load_average']:.1f} on {os.cpu_count()} CPUs at its end; CPU time stolen by the host "
+                 f"{cpu['steal_single']:.0%} in the 1-session run, {cpu['steal_many']:.0%} in this one")
     lines.append(f"isolation: {iso.conversations} conversations of one key -> {iso.session_ids} session ids; "
                  f"{iso.no_key_conversations} without a key -> {iso.no_key_session_ids} (an id changed after the "
                  f"second request {iso.id_changes} times); foreign markers "

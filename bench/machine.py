@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import orjson
 
@@ -51,6 +53,29 @@ def reference_ms(runs: int = 5) -> float:
 def speed_line() -> str:
     return (f"machine: the reference mix took {reference_ms():.1f} ms (bench/machine.py; compare runs of other days "
             "by it, the timings scale with it)")
+
+
+@dataclass(frozen=True)
+class CpuTicks:
+    """The machine's CPU time so far (all cores, /proc/stat), and the part of it the hypervisor gave to other
+    machines (steal). On a shared host steal comes and goes by the hour: a run during which it was high is slower
+    for every process, whatever the code does."""
+
+    steal: int
+    total: int
+
+    @classmethod
+    def now(cls) -> CpuTicks:
+        try:
+            fields = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):  # not Linux: no figure
+            return cls(0, 0)
+        return cls(fields[7] if len(fields) > 7 else 0, sum(fields[:8]))
+
+    def steal_since(self, earlier: CpuTicks) -> float:
+        """The share of the CPU time between `earlier` and this that was stolen, 0-1 (0 where unknown)."""
+        total = self.total - earlier.total
+        return (self.steal - earlier.steal) / total if total > 0 else 0.0
 
 
 if __name__ == "__main__":

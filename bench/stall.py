@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench.adversarial import adversarial_texts  # noqa: E402
 from bench.latency import percentile  # noqa: E402
-from bench.machine import speed_line  # noqa: E402
+from bench.machine import CpuTicks, speed_line  # noqa: E402
 from bench.settings import add_settings_option, apply_settings  # noqa: E402
 from servers import ServerProcess, free_port  # noqa: E402
 
@@ -145,6 +145,8 @@ class Figures:
     direct_alone: list[Sample]  # the victim's requests straight to its provider (no workset), no attacker
     direct_under: list[Sample]  # the same under attack: what the machine itself adds, workset's GIL aside
     listings: list[float]  # ms of the attacker's session listings beside the victim (with --listers)
+    steal_alone: float  # the share of the machine's CPU time the host gave to other machines: victim alone
+    steal_under: float  # the same, the victim under attack
 
 
 async def run(url: str, provider_url: str, size: int, baseline_s: float, listers: int = 0) -> Figures:
@@ -171,7 +173,9 @@ async def run(url: str, provider_url: str, size: int, baseline_s: float, listers
             (await client.post(url + CHAT, json=victim_body(-1), headers={"authorization": "Bearer sk-victim"})).raise_for_status()
             if not await loop.run_in_executor(None, ready.wait, 600):
                 raise RuntimeError("the attacker's process did not get ready in 600 s")
+            ticks = CpuTicks.now()
             alone = await victim(client, url, asyncio.Event(), baseline_s)
+            steal_alone = CpuTicks.now().steal_since(ticks)
             direct_alone = await victim(client, provider_url, asyncio.Event(), baseline_s)
             rounds[0].set()
             own_alone = await answer()
@@ -186,13 +190,16 @@ async def run(url: str, provider_url: str, size: int, baseline_s: float, listers
                     stop.set()
                 return await under_attack, own
 
+            ticks = CpuTicks.now()
             under, own = await beside(url, rounds[1])
+            steal_under = CpuTicks.now().steal_since(ticks)
             direct_under, _ = await beside(provider_url, rounds[2])
     finally:
         attacking.join(10)
         if attacking.is_alive():
             attacking.kill()
-    return Figures(alone, under, own_alone, own, direct_alone, direct_under, listings[1])  # round 1: beside the victim
+    return Figures(alone, under, own_alone, own, direct_alone, direct_under, listings[1],  # round 1: beside the victim
+                   steal_alone, steal_under)
 
 
 def delays(alone: list[Sample], under: list[Sample]) -> tuple[float, float, float]:
@@ -251,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{sample.ms:.1f} ms (own {sample.own_ms:.1f}, queued {sample.queue_ms:.1f})"
         for sample in sorted(figures.under, key=lambda sample: -sample.ms)[:3]))
     # what the machine itself adds without any attack: a worst case below it cannot be told apart from noise
-    print(f"the machine's own noise (the victim alone, worst over median): {max(alone) - base:.1f} ms")
+    print(f"the machine's own noise (the victim alone, worst over median): {max(alone) - base:.1f} ms; CPU time "
+          f"stolen by the host {figures.steal_alone:.0%} while the victim ran alone, {figures.steal_under:.0%} under attack")
     # and during the attack, with workset out of the victim's way: the two clients, the providers and workset's
     # work for the attacker share the cores, so this much delay is the machine's, not workset's hold on the victim
     direct_base, direct_p95, direct_worst = delays(figures.direct_alone, figures.direct_under)
