@@ -124,6 +124,10 @@ class BranchCache:
         self._by_root: dict[str, list[int]] = {}
         self._max = max_branches
         self._max_tokens = max_tokens
+        # the tokens held, kept as a running sum (not summed over every branch at each request): each branch's
+        # size as last counted, when it was put or recounted
+        self._counted: dict[int, int] = {}
+        self._held = 0
         self._lock = threading.Lock()
 
     def candidates(self, root: str) -> list[Branch]:
@@ -140,13 +144,27 @@ class BranchCache:
                 self._by_root.setdefault(branch.root, []).append(key)
             self._branches[key] = branch
             self._branches.move_to_end(key)
-            held = sum(cached.total_tokens for cached in self._branches.values()) if self._max_tokens else 0
-            while len(self._branches) > self._max or (self._max_tokens and held > self._max_tokens
-                                                      and len(self._branches) > 1):
-                _, old = self._branches.popitem(last=False)
-                self._unlink(old)
-                evicted.append(old)
-                held -= old.total_tokens
+            return self._count(branch)
+
+    def recount(self, branch: Branch) -> list[Branch]:
+        """`branch` grew since it was put (its new messages measured): the branches evicted to make room, as by
+        put(); nothing if it is no longer held."""
+        with self._lock:
+            if id(branch) not in self._branches:
+                return []
+            self._branches.move_to_end(id(branch))  # the one in use: the last to go
+            return self._count(branch)
+
+    def _count(self, branch: Branch) -> list[Branch]:
+        key = id(branch)
+        self._held += branch.total_tokens - self._counted.get(key, 0)
+        self._counted[key] = branch.total_tokens
+        evicted: list[Branch] = []
+        while len(self._branches) > self._max or (self._max_tokens and self._held > self._max_tokens
+                                                  and len(self._branches) > 1):
+            _, old = self._branches.popitem(last=False)
+            self._unlink(old)
+            evicted.append(old)
         return evicted
 
     def drop(self, branch: Branch) -> None:
@@ -159,6 +177,7 @@ class BranchCache:
             return list(self._branches.values())
 
     def _unlink(self, branch: Branch) -> None:
+        self._held -= self._counted.pop(id(branch), 0)
         keys = self._by_root.get(branch.root, [])
         if id(branch) in keys:
             keys.remove(id(branch))
@@ -278,6 +297,7 @@ class Sessions:
                 evicted = self.cache.put(branch)
             try:
                 self._measure(branch, len(branch.messages) - new)
+                evicted += self.cache.recount(branch)  # its new messages' tokens count towards cache.max_tokens
             except Exception:
                 self.cache.drop(branch)
                 held.close()

@@ -622,3 +622,11 @@ def test_the_conversations_held_in_memory_are_bounded_by_their_tokens_too() -> N
     for branch in (first, second, third):
         by_count.put(branch)
     assert by_count.all() == [second, third]
+    # A conversation's new messages are measured after it is put: recounted then, a one-shot megabyte counts at once.
+    grows = BranchCache(max_branches=100, max_tokens=1000)
+    small, one_shot = Branch("small", "root-small", False, total_tokens=300), Branch("one", "root-one", False)
+    assert grows.put(small) == [] and grows.put(one_shot) == []
+    one_shot.total_tokens = 900
+    assert grows.recount(one_shot) == [small] and grows.all() == [one_shot]
+    grows.drop(one_shot)  # what a dropped one held is let go with it
+    assert grows.put(small) == [] and grows.put(first) == [] and grows.all() == [small, first]
