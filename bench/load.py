@@ -58,8 +58,8 @@ for folder in (ROOT, ROOT / "tests"):  # bench.* and the tests' server helpers, 
 
 from bench.latency import percentile  # noqa: E402
 from bench.machine import CpuTicks, speed_line  # noqa: E402
-from bench.settings import add_settings_option, apply_settings  # noqa: E402
 from bench.recording_provider import REPORT_PATH, group_of, handle, marker, record_name, tool_output  # noqa: E402
+from bench.settings import add_settings_option, apply_settings  # noqa: E402
 from servers import ServerProcess, free_port  # noqa: E402
 
 MODEL = "load-model"
