@@ -137,7 +137,6 @@ class BranchCache:
     def put(self, branch: Branch) -> list[Branch]:
         """Add or refresh `branch`; the branches evicted to make room (their unsettled messages still need
         writing)."""
-        evicted: list[Branch] = []
         with self._lock:
             key = id(branch)
             if key not in self._branches:
