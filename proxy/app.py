@@ -129,8 +129,9 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
                                        initializer=lower_thread_priority, initargs=(nice,)) if nice else workers
     metrics = Metrics({policy.name for policy in policies.values()}, store.size_bytes, store.queued_writes,
                       lambda: len(engine.sessions.cache.all()))
+    translations = Translations(config.cache.max_sessions, config.cache.max_read_chars)
     workset = Workset(config, engine, upstream, store, workers, large_workers, inspectors,
-                      TurnsPerKey(config.server.inspections_per_key), Translations(config.cache.max_sessions), metrics)
+                      TurnsPerKey(config.server.inspections_per_key), translations, metrics)
     log = get_logger()
 
     @asynccontextmanager

@@ -193,6 +193,9 @@ class CacheSettings:
     max_tokens: int = setting(64_000_000, "tokens of messages those branches hold at most between them (the least "
                                           "recently used are let go first): a path holds its messages, and a tenant "
                                           "may send megabytes in each", min=1000)
+    max_read_chars: int = setting(256_000_000, "characters of text the Anthropic and Responses histories kept as last "
+                                               "read hold at most between them (the least recently used are let go "
+                                               "first, and read whole again at their next turn)", min=1000)
 
 
 @dataclass(frozen=True)

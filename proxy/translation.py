@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .jsonbytes import encode_json
+from .jsonbytes import encode_json, text_size
 from .records import Message
 from .session import common_prefix
 
@@ -26,15 +26,23 @@ class _Read:
     wire: list[Any]
     messages: list[Message]
     cuts: list[int]
+    sizes: list[int]  # after each wire message, the characters of the history so far (text_size)
+
+    @property
+    def size(self) -> int:
+        return self.sizes[-1] if self.sizes else 0
 
 
 class Translations:
-    """The last read request of the most recently seen conversations (least recently used dropped first). Safe
-    to share between worker threads."""
+    """The last read request of the most recently seen conversations (least recently used dropped first): at most
+    `capacity` of them, holding at most `max_chars` of text between them (a tenant may send megabytes in each, and
+    each is held twice, as sent and as read). Safe to share between worker threads."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, max_chars: int | None = None) -> None:
         self._entries: OrderedDict[str, _Read] = OrderedDict()
         self._capacity = capacity
+        self._max_chars = max_chars
+        self._held = 0  # the entries' sizes, as a running sum
         self._lock = threading.Lock()
 
     def read(self, key: str, wire: list[Any], read_messages: ReadMessages) -> list[Message]:
@@ -45,19 +53,28 @@ class Translations:
             key += "\0" + hashlib.blake2b(encode_json(wire[0]), digest_size=16).hexdigest()
         with self._lock:
             previous = self._entries.get(key)
-        start, reused, cuts = 0, [], []
+        start, reused, cuts, sizes = 0, [], [], []
         if previous is not None:
             equal = common_prefix(previous.wire, wire)
             while equal and previous.cuts[equal - 1] < 0:
                 equal -= 1
             if equal:
-                start, reused, cuts = equal, previous.messages[:previous.cuts[equal - 1]], previous.cuts[:equal]
+                start, reused = equal, previous.messages[:previous.cuts[equal - 1]]
+                cuts, sizes = previous.cuts[:equal], previous.sizes[:equal]
         new, new_cuts = read_messages(wire, start)
         offset = len(reused)
-        entry = _Read(wire, reused + new, cuts + [cut + offset if cut >= 0 else -1 for cut in new_cuts])
+        held = sizes[-1] if sizes else 0
+        for message in wire[start:]:  # a step per JSON value of what is new, not per character
+            held += text_size(message)
+            sizes.append(held)
+        entry = _Read(wire, reused + new, cuts + [cut + offset if cut >= 0 else -1 for cut in new_cuts], sizes)
         with self._lock:
+            replaced = self._entries.pop(key, None)
+            self._held += entry.size - (replaced.size if replaced is not None else 0)
             self._entries[key] = entry
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
+            # the one just read goes last, even alone over max_chars: its conversation's next turn reuses it
+            while len(self._entries) > self._capacity or (
+                    self._max_chars and self._held > self._max_chars and len(self._entries) > 1):
+                _, dropped = self._entries.popitem(last=False)
+                self._held -= dropped.size
         return entry.messages

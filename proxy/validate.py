@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from .errors import bad_request
+from .jsonbytes import leaves
 from .messages import KNOWN_ROLES, call_body
 
 SESSION_HEADER = "x-workset-session"
@@ -15,14 +16,8 @@ SESSION_HEADER = "x-workset-session"
 
 def _has_huge_float(value: Any) -> bool:
     """Whether the parsed JSON holds a float outside the 64-bit integers (what orjson makes of a longer integer)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, float) and not -(2**63) <= item < 2**64:
+    for leaf in leaves(value):
+        if type(leaf) is float and not -(2**63) <= leaf < 2**64:
             return True
     return False
 

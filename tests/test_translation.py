@@ -51,3 +51,39 @@ def test_conversations_of_one_key_do_not_share_what_they_read() -> None:
     other = [{"role": "user", "content": "Another task."}, *one[1:]]
     translations.read("k", one, anthropic.read_messages)
     assert translations.read("k", other, anthropic.read_messages) == anthropic.read_messages(other)[0]
+
+
+def long_conversation(number: int, chars: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"task {number}: " + "x" * chars}, {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "go on"}]
+
+
+def test_the_histories_kept_are_bounded_by_their_text_the_oldest_read_whole_again() -> None:
+    translations = Translations(8, max_chars=250_000)
+    read_from: list[int] = []
+
+    def recording(wire: list[Any], start: int = 0) -> Any:
+        read_from.append(start)
+        return anthropic.read_messages(wire, start)
+
+    for number in range(3):  # 300,000 characters of histories: more than the bound, fewer than 8 conversations
+        translations.read("k", long_conversation(number, 100_000), recording)
+    read_from.clear()
+    for number in (2, 1, 0):
+        assert translations.read("k", long_conversation(number, 100_000), recording) == \
+            anthropic.read_messages(long_conversation(number, 100_000))[0]
+    # the two newest were kept (nothing read again); the oldest was let go, so it is read from its first message
+    assert read_from[:2] == [3, 3] and read_from[2] == 0
+
+
+def test_one_history_over_the_bound_is_still_kept_for_its_next_turn() -> None:
+    translations = Translations(8, max_chars=1_000)
+    read_from: list[int] = []
+
+    def recording(wire: list[Any], start: int = 0) -> Any:
+        read_from.append(start)
+        return anthropic.read_messages(wire, start)
+
+    translations.read("k", long_conversation(1, 1_000_000), recording)
+    translations.read("k", long_conversation(1, 1_000_000) + [{"role": "assistant", "content": "done"}], recording)
+    assert read_from == [0, 3]
