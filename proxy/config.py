@@ -47,6 +47,11 @@ class ServerSettings:
     api_keys: tuple[str, ...] = setting(
         (), "workset keys clients must present when a deployment holds a provider key (workset pays)"
     )
+    keep_alive_s: float = setting(
+        75.0, "seconds an idle client connection stays open: longer than the SDKs keep theirs (httpx, so the OpenAI "
+              "and Anthropic Python SDKs, 5 s; Node's 4 s), so that a client never sends a request on a connection "
+              "workset is closing at that moment (a reset, under load, when both time out together)", min=1.0,
+    )
     worker_threads: int = setting(
         8, "threads that run workset's own work (ingest, extraction, compaction, store reads) off the event loop, "
            "so a large message never stalls other requests", min=1, max=256,
@@ -181,7 +186,8 @@ class IngestSettings:
     parse_inline_bytes: int = setting(
         2_000_000, "a request body of more bytes than this is parsed in an extraction process: reading one holds "
                    "the interpreter lock, which every other request needs, for 5-15 ms (a megabyte of Chinese is 6 MB "
-                   "of escapes); smaller bodies parse on the worker in about a millisecond", min=0,
+                   "of escapes); smaller bodies parse on the worker in about a millisecond (0: every body in the "
+                   "process; with `ingest.extract_processes: 0`, every body on the worker)", min=0,
     )
 
 
