@@ -15,7 +15,7 @@ from typing import Any, AsyncIterator, Callable, Coroutine, Mapping, TypeVar
 import litellm
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route as HttpRoute
 
@@ -28,6 +28,7 @@ from .engine import Engine, Prepared, UnknownPolicy
 from .extractors import Extractor, InlineExtractor, ProcessExtractor
 from .errors import WorksetError, error_body, json_response
 from .hashing import key_hash
+from .httpserver import READ_TIMED_OUT
 from .inspect import inspection_routes
 from .jsonbytes import IN_STEPS_OVER_BYTES
 from .logs import configure, get_logger
@@ -622,12 +623,19 @@ async def _read_body(request: Request, limit: int) -> bytes:
                            "invalid_request_error", "request_too_large")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise WorksetError(413, f"request body exceeds server.max_body_bytes ({limit})", "invalid_request_error",
-                               "request_too_large")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise WorksetError(413, f"request body exceeds server.max_body_bytes ({limit})",
+                                   "invalid_request_error", "request_too_large")
+            chunks.append(chunk)
+    except ClientDisconnect as error:  # nobody is left to answer: logged (as nginx does, 499; 408 past the limit)
+        if request.scope.get(READ_TIMED_OUT):
+            raise WorksetError(408, "the request did not arrive whole within server.request_read_s",
+                               "invalid_request_error", "request_timeout") from error
+        raise WorksetError(499, "the client closed the connection before its request arrived whole",
+                           "invalid_request_error", "client_closed_request") from error
     return b"".join(chunks)
 
 

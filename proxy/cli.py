@@ -64,7 +64,8 @@ def serve(args: argparse.Namespace) -> int:
         raise CommandError(str(error)) from error
     tune_interpreter(config.server)
     uvicorn.run(app, host=config.server.host, port=config.server.port, log_level="warning", access_log=False,
-                timeout_keep_alive=config.server.keep_alive_s, timeout_graceful_shutdown=5, http=http_protocol())
+                timeout_keep_alive=config.server.keep_alive_s, timeout_graceful_shutdown=5,
+                http=http_protocol(config.server.request_read_s))
     return 0
 
 

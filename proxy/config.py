@@ -52,6 +52,11 @@ class ServerSettings:
               "and Anthropic Python SDKs, 5 s; Node's 4 s), so that a client never sends a request on a connection "
               "workset is closing at that moment (a reset, under load, when both time out together)", min=1.0,
     )
+    request_read_s: float = setting(
+        60.0, "a request's head and body must arrive within this many seconds of its first byte, or it gets a 408 "
+              "and its connection is closed: a client trickling bytes cannot hold a connection (and its memory) for "
+              "ever. 60 s lets a 32 MB body come at 0.6 MB/s", min=1.0,
+    )
     worker_threads: int = setting(
         8, "threads that run workset's own work (ingest, extraction, compaction, store reads) off the event loop, "
            "so a large message never stalls other requests", min=1, max=256,

@@ -124,27 +124,6 @@ def test_workset_serve_with_the_shipped_config(tmp_path: Path, fake: Any) -> Non
 
 
 @pytest.mark.e2e
-def test_an_idle_connection_outlives_the_sdks_keep_alive(tmp_path: Path, fake: Any) -> None:
-    """The OpenAI and Anthropic Python SDKs (httpx) reuse an idle connection for 5 s. Were workset to close it at
-    the same moment (uvicorn's default, 5 s), a request sent just then would meet a reset: under load, about one
-    reuse in 200. workset keeps it open longer, so the client always lets go first."""
-    import socket
-    import time
-
-    port = free_port()
-    argv = [str(Path(sys.executable).parent / "workset"), "serve", "--config", str(REPO / "config.yaml"),
-            "--port", str(port), "--store", store_location(tmp_path / "store.db")]
-    request = b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n"
-    with ServerProcess(argv, port, env={"WORKSET_UPSTREAM_BASE": fake.url + "/v1"}, cwd=tmp_path):
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            sock.sendall(request)
-            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
-            time.sleep(6.0)  # past the SDK's 5 s: the connection is still workset's to answer on
-            sock.sendall(request)
-            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
-
-
-@pytest.mark.e2e
 def test_a_request_that_is_not_valid_http_gets_an_openai_style_400(tmp_path: Path, fake: Any) -> None:
     """A control character in a header is refused by the HTTP parser, before workset reads the request: still in
     OpenAI's error format, as every other 4xx."""
