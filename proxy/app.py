@@ -35,6 +35,7 @@ from .logs import configure, get_logger
 from .metrics import Metrics, metrics_routes, provider_label
 from .policy import Policy
 from .priority import lower_thread_priority
+from .reading import ReadingBudget
 from .recall import Resolver
 from .records import ClientSession
 from .report import turn_row
@@ -71,6 +72,7 @@ class Workset:
     inspection_turns: TurnsPerKey  # how many of those threads one key may hold at once
     translations: Translations  # each conversation's last request in its wire format, as read (only a cache)
     metrics: Metrics  # counted once per request, as it is logged; served at /metrics
+    reading: ReadingBudget  # the bytes of request bodies still arriving, per caller and in all
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, records, summaries)
     optional: set[asyncio.Task[Any]] = field(default_factory=set)  # of those, what shutdown cancels (summaries)
 
@@ -132,7 +134,8 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
                       lambda: len(engine.sessions.cache.all()))
     translations = Translations(config.cache.max_sessions, config.cache.max_read_chars)
     workset = Workset(config, engine, upstream, store, workers, large_workers, inspectors,
-                      TurnsPerKey(config.server.inspections_per_key), translations, metrics)
+                      TurnsPerKey(config.server.inspections_per_key), translations, metrics,
+                      ReadingBudget(config.server.max_reading_bytes, config.server.max_reading_bytes_per_caller))
     log = get_logger()
 
     @asynccontextmanager
@@ -235,8 +238,8 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
     config = workset.config
     fields: dict[str, Any] = {"route": edge.name}
     try:
-        raw = await _read_body(request, config.server.max_body_bytes)
         caller_key = _caller_key(request)
+        raw = await _read_body(workset, request, caller_key)
         large = len(raw) >= config.store.large_write_chars
         if large:
             await _wait_for_backlog(workset, fields)
@@ -594,7 +597,7 @@ async def _embeddings(workset: Workset, request: Request) -> Response:
     log = get_logger()
     fields: dict[str, Any] = {"route": "embeddings"}
     try:
-        raw = await _read_body(request, workset.config.server.max_body_bytes)
+        raw = await _read_body(workset, request, _caller_key(request))
         body = await workset.run(workset.extractor.parse, raw)  # documents to embed can be megabytes
         model = check_model(body)
         fields["model"] = model
@@ -616,19 +619,24 @@ async def _embeddings(workset: Workset, request: Request) -> Response:
 # --- helpers ------------------------------------------------------------------------------------------------------
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(workset: Workset, request: Request, caller_key: str | None) -> bytes:
+    """The whole body, counted while it arrives against what one caller (its key, else its address) and everyone may
+    have arriving at once (ReadingBudget)."""
+    limit = workset.config.server.max_body_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise WorksetError(413, f"request body of {declared} bytes exceeds server.max_body_bytes ({limit})",
                            "invalid_request_error", "request_too_large")
+    caller = key_hash(caller_key) if caller_key else "address " + (request.client.host if request.client else "")
     chunks: list[bytes] = []
     size = 0
     try:
         async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
+            if size + len(chunk) > limit:
                 raise WorksetError(413, f"request body exceeds server.max_body_bytes ({limit})",
                                    "invalid_request_error", "request_too_large")
+            workset.reading.take(caller, len(chunk))
+            size += len(chunk)
             chunks.append(chunk)
     except ClientDisconnect as error:  # nobody is left to answer: logged (as nginx does, 499; 408 past the limit)
         if request.scope.get(READ_TIMED_OUT):
@@ -636,6 +644,8 @@ async def _read_body(request: Request, limit: int) -> bytes:
                                "invalid_request_error", "request_timeout") from error
         raise WorksetError(499, "the client closed the connection before its request arrived whole",
                            "invalid_request_error", "client_closed_request") from error
+    finally:
+        workset.reading.give_back(caller, size)
     return b"".join(chunks)
 
 

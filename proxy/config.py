@@ -47,6 +47,15 @@ class ServerSettings:
     api_keys: tuple[str, ...] = setting(
         (), "workset keys clients must present when a deployment holds a provider key (workset pays)"
     )
+    max_reading_bytes: int = setting(
+        1024 * 1024 * 1024, "bytes of request bodies still arriving, between all clients: a body is held whole while "
+                            "it arrives, and a client may send its last byte late; past this a request gets 503 with "
+                            "retry-after", min=1024,
+    )
+    max_reading_bytes_per_caller: int = setting(
+        128 * 1024 * 1024, "the same for one caller (its key, or its address when it sends none), so that one cannot "
+                           "take it all: past this its request gets 429 with retry-after", min=1024,
+    )
     keep_alive_s: float = setting(
         75.0, "seconds an idle client connection stays open: longer than the SDKs keep theirs (httpx, so the OpenAI "
               "and Anthropic Python SDKs, 5 s; Node's 4 s), so that a client never sends a request on a connection "

@@ -34,10 +34,12 @@ def serve(tmp_path: Path, fake: Any, config: Path) -> ServerProcess:
 
 @pytest.fixture
 def strict(tmp_path: Path, fake: Any) -> Iterator[ServerProcess]:
-    """workset with 1 s to read a request and 2 s of keep-alive."""
+    """workset with 1 s to read a request, 2 s of keep-alive, and 100 KB of bodies arriving per caller, 150 KB in
+    all."""
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["policies_dir"] = str(REPO / "policies")
-    config["server"] = {**config.get("server", {}), "request_read_s": 1, "keep_alive_s": 2}
+    config["server"] = {**config.get("server", {}), "request_read_s": 1, "keep_alive_s": 2,
+                        "max_reading_bytes_per_caller": 100_000, "max_reading_bytes": 150_000}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     with serve(tmp_path, fake, path) as proxy:
@@ -55,6 +57,18 @@ def healthy(proxy: ServerProcess) -> bool:
         return connection.getresponse().status == 200
     finally:
         connection.close()
+
+
+def read_response(sock: socket.socket) -> tuple[bytes, bytes]:
+    """One response's head and body (by its content-length)."""
+    answer = b""
+    while b"\r\n\r\n" not in answer and (chunk := sock.recv(65536)):
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+    while len(body) < length and (chunk := sock.recv(65536)):
+        body += chunk
+    return head, body
 
 
 def read_until_closed(sock: socket.socket) -> tuple[bytes, float]:
@@ -112,3 +126,30 @@ def test_a_client_that_hangs_up_mid_body_is_logged_not_a_traceback(strict: Serve
     output = strict.output()
     assert '"status": 499' in output and "closed the connection before its request arrived whole" in output
     assert "Traceback" not in output and "Exception in ASGI application" not in output
+
+
+def trickle(proxy: ServerProcess, key: str, sent: int, declared: int = 200_000) -> socket.socket:
+    """A connection of `key` that sent the head of a chat request and `sent` bytes of its body, then waits."""
+    sock = connect(proxy)
+    sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\n"
+                 f"content-type: application/json\r\ncontent-length: {declared}\r\n\r\n".encode() + b" " * sent)
+    return sock
+
+
+def test_one_caller_cannot_hold_the_memory_of_bodies_arriving_slowly(strict: ServerProcess, fake: Any) -> None:
+    import openai
+
+    with trickle(strict, "sk-slow", 80_000) as slow:
+        time.sleep(0.3)  # its 80 KB are read and held
+        with trickle(strict, "sk-slow", 50_000) as more:
+            head, body = read_response(more)
+        assert head.startswith(b"HTTP/1.1 429") and b"retry-after: 1" in head.lower()
+        assert json.loads(body)["error"]["code"] == "too_many_bytes_arriving"
+        # another key is served meanwhile
+        client = openai.OpenAI(base_url=strict.url + "/v1", api_key="sk-other", timeout=20, max_retries=0)
+        reply = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "ping"}])
+        assert reply.choices[0].message.content == "echo: ping"
+        assert read_until_closed(slow)[0].startswith(b"HTTP/1.1 408")  # and the slow one times out, freeing its bytes
+    client = openai.OpenAI(base_url=strict.url + "/v1", api_key="sk-slow", timeout=20, max_retries=0)
+    reply = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x" * 60_000}])
+    assert reply.choices[0].message.content.startswith("echo: x")
