@@ -55,7 +55,7 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .app import create_app
-    from .httpserver import http_protocol
+    from .httpserver import answer_when_cancelled, http_protocol
     from .storage import StoreOpenError
 
     try:
@@ -63,8 +63,8 @@ def serve(args: argparse.Namespace) -> int:
     except StoreOpenError as error:  # one line, not a traceback
         raise CommandError(str(error)) from error
     tune_interpreter(config.server)
-    uvicorn.run(app, host=config.server.host, port=config.server.port, log_level="warning", access_log=False,
-                timeout_keep_alive=config.server.keep_alive_s, timeout_graceful_shutdown=5,
+    uvicorn.run(answer_when_cancelled(app), host=config.server.host, port=config.server.port, log_level="warning",
+                access_log=False, timeout_keep_alive=config.server.keep_alive_s, timeout_graceful_shutdown=5,
                 http=http_protocol(config.server.request_read_s))
     return 0
 

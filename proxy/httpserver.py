@@ -5,15 +5,19 @@
   the rest of a request once it began, so a client trickling bytes (slowloris) or just connecting holds a socket and
   its memory until the server runs out of either. A connection that has sent nothing is closed after the keep-alive
   time, as one that has sent its last request is; a request whose head and body have not all arrived within
-  `read_s` of its first byte gets a 408, and its connection is closed."""
+  `read_s` of its first byte gets a 408, and its connection is closed;
+- a request still running when a shutdown's grace ends (uvicorn then cancels it) is answered 503 in OpenAI's error
+  format, with retry-after, instead of uvicorn's plain-text 500 (answer_when_cancelled)."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import orjson
 
 from .errors import error_body
+from .logs import get_logger
 
 # set in the ASGI scope of a request whose reading timed out: the route tells it from a client that hung up
 READ_TIMED_OUT = "workset.read_timed_out"
@@ -82,3 +86,39 @@ def http_protocol(read_s: float) -> type[asyncio.Protocol]:
             ]))
 
     return WorksetProtocol
+
+
+Asgi = Any  # an ASGI application: (scope, receive, send) -> awaitable
+
+
+def answer_when_cancelled(app: Asgi) -> Asgi:
+    """`app`, except that an HTTP request cancelled before its answer began (uvicorn cancels what still runs when a
+    shutdown's grace ends) gets a 503 in OpenAI's format with retry-after, which the SDKs send again, to a server
+    that is up; and a logged line, not uvicorn's traceback. An answer already begun (a stream) is cut: uvicorn
+    closes its connection."""
+
+    async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await app(scope, receive, sending)
+        except asyncio.CancelledError:  # the request ends here, whatever was cancelled under it
+            get_logger().warning("request_cancelled", path=scope.get("path"), answer="cut" if started else 503,
+                                 why="still running when the shutdown's grace ended")
+            if not started:
+                body = orjson.dumps(error_body("workset is shutting down: send the request again", "server_error",
+                                               "shutting_down"))
+                await send({"type": "http.response.start", "status": 503, "headers": [
+                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode("ascii")),
+                    (b"retry-after", b"1"), (b"connection", b"close")]})
+                await send({"type": "http.response.body", "body": body})
+
+    return application

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fakeupstream import Hang
 from servers import ServerProcess, free_port
 from stores import store_location
 
@@ -153,3 +154,35 @@ def test_one_caller_cannot_hold_the_memory_of_bodies_arriving_slowly(strict: Ser
     client = openai.OpenAI(base_url=strict.url + "/v1", api_key="sk-slow", timeout=20, max_retries=0)
     reply = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x" * 60_000}])
     assert reply.choices[0].message.content.startswith("echo: x")
+
+
+def test_a_request_still_running_at_shutdown_gets_a_503_to_send_again(tmp_path: Path, fake: Any) -> None:
+    """uvicorn cancels what still runs 5 s into a shutdown, and answered it with a plain-text 500 and a traceback in
+    the log: now a 503 in OpenAI's format with retry-after (the SDKs send it again, to a server that is up)."""
+    import threading
+
+    import openai
+
+    fake.script(Hang(60))
+    proxy = serve(tmp_path, fake, REPO / "config.yaml")
+    outcome: dict[str, Any] = {}
+
+    def ask() -> None:
+        client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-user", timeout=30, max_retries=0)
+        try:
+            client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "slow"}])
+        except openai.APIStatusError as error:
+            outcome["error"] = error
+
+    with proxy:
+        asking = threading.Thread(target=ask)
+        asking.start()
+        deadline = time.monotonic() + 10
+        while not fake.chat_requests() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert fake.chat_requests(), "the request did not reach the provider"
+    asking.join(30)  # the server stopped (ServerProcess.stop: SIGTERM, then its grace) and answered
+    error = outcome["error"]
+    assert error.status_code == 503 and error.response.headers["retry-after"] == "1"
+    assert error.body["code"] == "shutting_down"
+    assert "Traceback" not in proxy.output() and "request_cancelled" in proxy.output()
