@@ -4,6 +4,7 @@ gives, turn after turn, with Claude Code's moving breakpoint and a Responses tur
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from proxy import anthropic, responses
@@ -58,14 +59,20 @@ def long_conversation(number: int, chars: int) -> list[dict[str, Any]]:
             {"role": "user", "content": "go on"}]
 
 
-def test_the_histories_kept_are_bounded_by_their_text_the_oldest_read_whole_again() -> None:
-    translations = Translations(8, max_chars=250_000)
+def recorded_reads() -> tuple[list[int], Callable[[list[Any], int], Any]]:
+    """anthropic.read_messages, noting where each read starts (0: the whole history)."""
     read_from: list[int] = []
 
     def recording(wire: list[Any], start: int = 0) -> Any:
         read_from.append(start)
         return anthropic.read_messages(wire, start)
 
+    return read_from, recording
+
+
+def test_the_histories_kept_are_bounded_by_their_text_the_oldest_read_whole_again() -> None:
+    translations = Translations(8, max_chars=250_000)
+    read_from, recording = recorded_reads()
     for number in range(3):  # 300,000 characters of histories: more than the bound, fewer than 8 conversations
         translations.read("k", long_conversation(number, 100_000), recording)
     read_from.clear()
@@ -78,12 +85,7 @@ def test_the_histories_kept_are_bounded_by_their_text_the_oldest_read_whole_agai
 
 def test_one_history_over_the_bound_is_still_kept_for_its_next_turn() -> None:
     translations = Translations(8, max_chars=1_000)
-    read_from: list[int] = []
-
-    def recording(wire: list[Any], start: int = 0) -> Any:
-        read_from.append(start)
-        return anthropic.read_messages(wire, start)
-
+    read_from, recording = recorded_reads()
     translations.read("k", long_conversation(1, 1_000_000), recording)
     translations.read("k", long_conversation(1, 1_000_000) + [{"role": "assistant", "content": "done"}], recording)
     assert read_from == [0, 3]
