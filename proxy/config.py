@@ -54,7 +54,8 @@ class ServerSettings:
     )
     max_reading_bytes_per_caller: int = setting(
         128 * 1024 * 1024, "the same for one caller (its key, or its address when it sends none), so that one cannot "
-                           "take it all: past this its request gets 429 with retry-after", min=1024,
+                           "take it all: past this its request gets 429 with retry-after (at least max_body_bytes)",
+        min=1024,
     )
     keep_alive_s: float = setting(
         75.0, "seconds an idle client connection stays open: longer than the SDKs keep theirs (httpx, so the OpenAI "
@@ -94,6 +95,15 @@ class ServerSettings:
              "at its lower priority, then falls behind under load: more answered turns lost at a kill)",
         min=0.1, max=100.0,
     )
+
+    def __post_init__(self) -> None:
+        # a body as large as server.max_body_bytes allows must be able to arrive, or its client retries for ever
+        if self.max_reading_bytes_per_caller < self.max_body_bytes:
+            raise ConfigError(f"server.max_reading_bytes_per_caller ({self.max_reading_bytes_per_caller}) must be at "
+                              f"least server.max_body_bytes ({self.max_body_bytes})")
+        if self.max_reading_bytes < self.max_reading_bytes_per_caller:
+            raise ConfigError(f"server.max_reading_bytes ({self.max_reading_bytes}) must be at least "
+                              f"server.max_reading_bytes_per_caller ({self.max_reading_bytes_per_caller})")
 
 
 @dataclass(frozen=True)

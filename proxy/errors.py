@@ -10,6 +10,10 @@ from starlette.responses import Response
 from .sse import boundary
 
 
+# the retry-after of workset's own "try again" answers (429, 503): a second, about what the SDKs' first retry waits
+RETRY_AFTER_S = "1"
+
+
 def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None,
                param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": code, "param": param}}

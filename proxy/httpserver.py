@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from .errors import error_body
+from .errors import RETRY_AFTER_S, error_body
 from .logs import get_logger
 
 # set in the ASGI scope of a request whose reading timed out: the route tells it from a client that hung up
@@ -118,7 +118,7 @@ def answer_when_cancelled(app: Asgi) -> Asgi:
                                                "shutting_down"))
                 await send({"type": "http.response.start", "status": 503, "headers": [
                     (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode("ascii")),
-                    (b"retry-after", b"1"), (b"connection", b"close")]})
+                    (b"retry-after", RETRY_AFTER_S.encode("ascii")), (b"connection", b"close")]})
                 await send({"type": "http.response.body", "body": body})
 
     return application

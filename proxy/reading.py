@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import WorksetError
-
-RETRY_AFTER_S = "1"
+from .errors import RETRY_AFTER_S, WorksetError
 
 
 @dataclass

@@ -42,6 +42,10 @@ def test_shipped_config_and_presets_load() -> None:
     ({"policy": "no-such-policy"}, "policy 'no-such-policy' not found"),
     ({"logging": {"level": "loud"}}, "logging.level must be one of"),
     ({"server": {"switch_interval_ms": 0}}, "server.switch_interval_ms must be at least"),
+    ({"server": {"max_body_bytes": 200_000_000}}, "server.max_reading_bytes_per_caller (134217728) must be at least "
+                                                  "server.max_body_bytes (200000000)"),
+    ({"server": {"max_reading_bytes": 2000, "max_reading_bytes_per_caller": 4000, "max_body_bytes": 1024}},
+     "server.max_reading_bytes (2000) must be at least server.max_reading_bytes_per_caller (4000)"),
 ])
 def test_bad_config_names_the_key(tmp_path: Path, data: dict[str, Any], needle: str) -> None:
     data = {"policies_dir": str(REPO / "policies"), **data}

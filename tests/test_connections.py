@@ -35,12 +35,13 @@ def serve(tmp_path: Path, fake: Any, config: Path) -> ServerProcess:
 
 @pytest.fixture
 def strict(tmp_path: Path, fake: Any) -> Iterator[ServerProcess]:
-    """workset with 1 s to read a request, 2 s of keep-alive, and 100 KB of bodies arriving per caller, 150 KB in
-    all."""
+    """workset with 1 s to read a request, 2 s of keep-alive, bodies up to 100 KB, and 100 KB of them arriving per
+    caller, 150 KB in all."""
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["policies_dir"] = str(REPO / "policies")
     config["server"] = {**config.get("server", {}), "request_read_s": 1, "keep_alive_s": 2,
-                        "max_reading_bytes_per_caller": 100_000, "max_reading_bytes": 150_000}
+                        "max_body_bytes": 100_000, "max_reading_bytes_per_caller": 100_000,
+                        "max_reading_bytes": 150_000}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     with serve(tmp_path, fake, path) as proxy:
@@ -129,7 +130,7 @@ def test_a_client_that_hangs_up_mid_body_is_logged_not_a_traceback(strict: Serve
     assert "Traceback" not in output and "Exception in ASGI application" not in output
 
 
-def trickle(proxy: ServerProcess, key: str, sent: int, declared: int = 200_000) -> socket.socket:
+def trickle(proxy: ServerProcess, key: str, sent: int, declared: int = 90_000) -> socket.socket:
     """A connection of `key` that sent the head of a chat request and `sent` bytes of its body, then waits."""
     sock = connect(proxy)
     sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\n"
