@@ -332,11 +332,15 @@ class Excerpter:
     Of a text longer than the counter's `exact_chars`, only the pieces at its ends are encoded, and the number of
     tokens left out is estimated (see TokenCounter)."""
 
-    def __init__(self, counter: TokenCounter, cache_size: int = 1024) -> None:
+    def __init__(self, counter: TokenCounter, cache_size: int = 1024, cache_chars: int = 64_000_000) -> None:
         self._counter = counter
         self._encoding = counter.encoding
         self._cache: dict[tuple[str, int, int], tuple[str, str, int]] = {}
         self._cache_size = cache_size
+        # the texts the cache holds as keys, in characters: 1024 tool outputs of 32 MB each would be 32 GB, held
+        # after their conversations were let go from memory
+        self._cache_chars = cache_chars
+        self._held_chars = 0
 
     def __call__(self, text: str, head_tokens: int, tail_tokens: int) -> tuple[str, str, int]:
         """(head text, tail text, number of tokens left out)."""
@@ -359,7 +363,9 @@ class Excerpter:
             head = self._encoding.decode(first, errors="replace") if head_tokens else ""
             tail = self._encoding.decode(last, errors="replace") if tail_tokens else ""
             result = (head, tail, elided)
-        if len(self._cache) >= self._cache_size:
+        if len(self._cache) >= self._cache_size or self._held_chars + len(text) > self._cache_chars:
             self._cache.clear()
+            self._held_chars = 0
         self._cache[key] = result
+        self._held_chars += len(text)
         return result

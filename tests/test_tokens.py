@@ -51,3 +51,20 @@ def test_an_excerpt_of_long_tokens_reads_a_bounded_head_and_tail_and_counts_what
     head, tail, elided = excerpt(prose, 1200, 800)
     assert counter.text(head) == 1200 and counter.text(tail) == 800
     assert elided == counter.estimate(prose) - 2000
+
+
+def test_the_excerpts_remembered_hold_a_bounded_number_of_characters() -> None:
+    """Recent outputs recur every call, so their excerpts are remembered, keyed by the text: bounded by the texts'
+    characters, not only their number (1,024 outputs of 32 MB would be held after their conversations are gone)."""
+    counter = TokenCounter()
+    excerpt = Excerpter(counter, cache_chars=50_000)
+    texts = [f"output {number} " + "word " * 6_000 for number in range(2)]  # about 30,000 characters each
+    read: list[int] = []
+    encode = counter.encode
+    counter.encode = lambda text: read.append(len(text)) or encode(text)  # type: ignore[method-assign]
+    excerpt(texts[0], 10, 10)
+    excerpt(texts[0], 10, 10)
+    assert len(read) == 1  # remembered
+    excerpt(texts[1], 10, 10)  # 60,000 characters would be held: what was held is let go first
+    excerpt(texts[0], 10, 10)
+    assert len(read) == 3  # read again
