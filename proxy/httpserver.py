@@ -52,7 +52,7 @@ def http_protocol(read_s: float) -> type[asyncio.Protocol]:
             super().on_message_complete()
 
         def _stop_reading_clock(self) -> None:
-            if getattr(self, "_reading", None) is not None:
+            if self._reading is not None:
                 self._reading.cancel()
                 self._reading = None
 
@@ -63,9 +63,10 @@ def http_protocol(read_s: float) -> type[asyncio.Protocol]:
             if self.flow.read_paused:  # workset stopped reading (a body not yet taken, a pipelined request): not
                 self._reading = self.loop.call_later(read_s, self._read_too_slowly)  # the client's slowness
                 return
-            if self.cycle is not None and not self.cycle.response_complete:
-                self.cycle.scope[READ_TIMED_OUT] = True  # type: ignore[literal-required]
-            if self.cycle is None or self.cycle.response_complete or not self.cycle.response_started:
+            reading = self.cycle if self.cycle is not None and not self.cycle.response_complete else None
+            if reading is not None:  # its route, waiting for the body, sees a disconnect: this tells it why
+                reading.scope[READ_TIMED_OUT] = True  # type: ignore[literal-required]
+            if reading is None or not reading.response_started:  # else the answer began: it can only be cut
                 self._refuse(408, "Request Timeout", f"the request did not arrive whole within {read_s:g} s of its "
                              "first byte (server.request_read_s)", "invalid_request_error", "request_timeout")
             self.transport.close()
