@@ -160,9 +160,9 @@ class Engine:
                                     0, 0, self.counter, self.excerpt, "client compaction",
                                     digest_limit=digest_quota(policy, budget),
                                     names_limit=budget.share(policy.digest.names_share))
-            state = render_state(branch.state, goal, policy.state, budget.share(policy.state.max_share),
+            state = render_state(branch.state, goal, policy.state, policy.state.quota(budget.room),
                                  self.counter.cached_text, in_view=verbatim(conversation, epoch, policy),
-                                 focus=_dialogue(conversation))
+                                 focus=_dialogue(conversation), task=first_user(conversation.messages))
             message = compacted_message(replace(epoch, head_state=state))
             return (message_text(message) if message else ""), branch.session_id
 
@@ -248,7 +248,8 @@ class Engine:
         state's key facts are cut to what the budget leaves (constraints and pending items stay whole). None when
         compaction would not shrink the working set (what is left is pinned): then nothing changes, and the
         prefix stays cached."""
-        state_limit = budget.share(policy.state.max_share)
+        state_limit = policy.state.quota(budget.room)
+        task = first_user(conversation.messages)
         no_digest = policy.summarizer.mode == "off"
         waiting = self._finished_summary(branch, policy)
         focus = _dialogue(conversation)
@@ -270,7 +271,7 @@ class Engine:
                 limit, names = state_limit, new_epoch.names
                 for _ in range(3 if lean else 1):
                     head_state = render_state(branch.state, goal, policy.state, limit, self.counter.cached_text,
-                                              in_view=in_view, focus=focus)
+                                              in_view=in_view, focus=focus, task=task)
                     # names the state shows need no place in the index of elided names
                     new_epoch = replace(new_epoch, head_state=head_state,
                                         names=tuple(name for name in names if name not in head_state))
@@ -286,7 +287,7 @@ class Engine:
         if after >= before:
             return None
         state_text = new_epoch.head_state or (message_text(tail) if tail else "")
-        lost = state_kept(branch.state, state_text) if policy.state.position != "head" or new_epoch.head_state else []
+        lost = state_kept(branch.state, state_text, task) if policy.state.position != "head" or new_epoch.head_state else []
         new_epoch = replace(new_epoch, tokens_before=before, tokens_after=after,
                             state_check="ok" if not lost else "lost: " + "; ".join(lost[:3]),
                             parts=part_tokens(new_epoch, self.counter))
@@ -375,8 +376,9 @@ class Engine:
             key = (branch.state.version, policy.name, budget.room, goal[:64])
             cached = branch.tail_cache
             if cached is None or cached[0] != key:
-                text = render_state(branch.state, goal, rules, budget.share(rules.max_share),
-                                    self.counter.cached_text, brief=rules.position == "both")
+                text = render_state(branch.state, goal, rules, rules.quota(budget.room),
+                                    self.counter.cached_text, brief=rules.position == "both",
+                                    task=first_user(branch.messages))
                 message = state_message(text)
                 cached = branch.tail_cache = (key, text, message, self.counter.message(message, generated=True))
             if not retrieved:

@@ -51,6 +51,9 @@ class StateRules:
     )
     before_compaction: bool = setting(False, "render the task state even while nothing has been elided yet")
     max_share: float = setting(0.15, "largest share of the room the task state may take; key facts shrink to fit", min=0.01, max=0.9)
+    max_tokens: int = setting(
+        1200, "largest task state in tokens (with max_share, the smaller applies); constraints, rules, pending items "
+        "and awaited approvals are never cut, the rest is filled by importance and recency", min=64)
     max_facts: int = setting(400, "key facts listed in the task state, counted by field; objects are shown whole, ranked by what the dialogue names; all stay in the store", min=0)
     max_decisions: int = setting(10, "decisions listed in the task state", min=0)
     max_settled_approvals: int = setting(
@@ -59,7 +62,15 @@ class StateRules:
     max_completed: int = setting(20, "completed plan items listed (pending items are always listed)", min=0)
     max_failures: int = setting(8, "failed approaches and limits learned listed, newest first", min=0)
     max_findings: int = setting(10, "the agent's own derived figures and conclusions listed, newest first", min=0)
+    max_rules: int = setting(8, "rules tool outputs stated (a maintainer's comment, a policy's clause) listed, newest "
+                             "first", min=0)
+    max_outcomes: int = setting(12, "outcomes tool outputs established (bisect's first bad commit, an answer's "
+                                "status fields, what is not known yet) listed, newest first", min=0)
     value_chars: int = setting(120, "longest fact value shown in the task state", min=10)
+
+    def quota(self, room: int) -> int:
+        """The task state's tokens under a budget whose room is `room`."""
+        return min(self.max_tokens, int(self.max_share * room))
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,19 @@ FAILURE = "failure"
 # conclusion ("Root cause: …"; key: the normalized sentence); value: the sentence as written.
 FINDING = "finding"
 
+# A normative sentence a tool output states (a maintainer's comment, a policy's clause): value is the sentence.
+RULE = "rule"
+# What a tool output establishes (bisect's first bad commit, an answer's status fields, a date not yet known): key
+# is what it is about, value the line as written.
+OUTCOME = "outcome"
+# A row of a tool output (an entity or a `key: value` line) kept for when the dialogue singles it out: key is
+# "<kind>:<key>" of the fact it becomes then (see TaskState.apply_fact); never shown before.
+CANDIDATE = "candidate"
+# A file the agent changed (a successful write, edit or patch): key is the path, value what was done.
+CHANGED = "file_changed"
+
 FACT_KINDS = (CONSTRAINT, PLAN, APPROVAL, VERIFICATION, DECISION, FIELD, AMOUNT, QUANTITY, DATE, IDENTIFIER, PATH, URL,
-              FAILURE, FINDING)
+              FAILURE, FINDING, RULE, OUTCOME, CANDIDATE, CHANGED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from .ingest import context_for, tool_outcome
 from .messages import PINNED_ROLES, is_tool_result
 from .observations import NO_OBSERVATIONS, ObservationMatcher
 from .records import Action, ClientSession, Fact, Message
-from .state import TaskState
+from .state import TaskState, fact_key
 from .storage import NewMessage, NodeRow, Scope, Store
 from .tokens import TokenCounter
 from .workingset import BuiltPrefix, Conversation, Epoch, Pairing, first_user
@@ -573,12 +573,14 @@ def fold(state: TaskState, fact_nodes: dict[tuple[str, str], str], hashes: Seque
     facts, actions, version = list(state.facts.values()), list(state.actions), state.version
     snapshots = [(root, turn, tuple(keys)) for root, (turn, keys) in state.snapshots.items()]
     next_steps, nodes = tuple(state.next_steps), dict(fact_nodes)
+    candidates = list(state.candidates.values())
 
     def data() -> object:
         index = {digest: position for position, digest in enumerate(hashes)}
         return {"facts": [[f.kind, f.key, f.value, f.turn, f.evidence_ref, f.source] for f in facts],
                 "actions": [[a.turn, a.tool, a.arguments, a.outcome, a.gist, a.call_id, a.evidence_ref] for a in actions],
                 "snapshots": snapshots, "next_steps": next_steps, "version": version,
+                "candidates": [[f.kind, f.key, f.value, f.turn, f.evidence_ref, f.source] for f in candidates],
                 "nodes": [[kind, key, index[node]] for (kind, key), node in nodes.items()]}
 
     return data
@@ -586,7 +588,9 @@ def fold(state: TaskState, fact_nodes: dict[tuple[str, str], str], hashes: Seque
 
 def unfold(data: dict[str, Any], hashes: Sequence[str]) -> tuple[TaskState, dict[tuple[str, str], str]]:
     """The state and key nodes `fold` saved, on the path it was saved along."""
-    state = TaskState(facts={(f[0], f[1]): Fact(*f) for f in data["facts"]},
+    candidates = [Fact(*f) for f in data.get("candidates", ())]
+    state = TaskState(facts={fact_key(fact): fact for fact in (Fact(*f) for f in data["facts"])},
+                      candidates={(fact.kind, fact.key): fact for fact in candidates},
                       actions=[Action(*a) for a in data["actions"]], version=data["version"],
                       snapshots={root: (turn, set(keys)) for root, turn, keys in data["snapshots"]},
                       next_steps={(kind, key) for kind, key in data["next_steps"]})

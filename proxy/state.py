@@ -7,17 +7,26 @@ of each (kind, key).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections.abc import Set as AbstractSet
 from typing import Callable
 
 from .extract.approvals import is_settled
-from .extract.plans import NEXT
+from .extract.plans import COMPLETED, NEXT, STEP
 from .extract.text import flat, one_line
 from .policy import StateRules
 from .records import (
+    AMOUNT,
     APPROVAL,
+    CANDIDATE,
+    CHANGED,
     CONSTRAINT,
+    DATE,
+    IDENTIFIER,
+    OUTCOME,
+    QUANTITY,
+    RULE,
+    URL,
     DECISION,
     FAILURE,
     FIELD,
@@ -30,7 +39,14 @@ from .records import (
 )
 
 # Kinds rendered in their own sections; the rest are "key facts".
-SECTION_KINDS = frozenset({CONSTRAINT, PLAN, DECISION, APPROVAL, VERIFICATION, FAILURE, FINDING})
+SECTION_KINDS = frozenset({CONSTRAINT, PLAN, DECISION, APPROVAL, VERIFICATION, FAILURE, FINDING, RULE, OUTCOME})
+
+
+MAX_CANDIDATES = 4_096  # rows of tool outputs remembered for promotion, per path: the oldest are let go first
+# Kinds of the entities a message mentions: when the dialogue mentions one a tool output held, that row is a fact.
+# Paths and files are names, not facts: a mention of `setup.cfg` does not make its `ls -la` row a fact (the names
+# index carries names).
+MENTION_KINDS = frozenset({AMOUNT, QUANTITY, DATE, IDENTIFIER, URL, FIELD})
 
 
 @dataclass
@@ -44,6 +60,9 @@ class TaskState:
     snapshots: dict[str, tuple[int, set[str]]] = field(default_factory=dict, repr=False)
     # keys of the plan items now marked as the agent's next step (so naming a new one costs no scan of the facts)
     next_steps: set[tuple[str, str]] = field(default_factory=set, repr=False)
+    # rows of tool outputs (entities, `key: value` lines) by the (kind, key) they would have as facts: evidence, not
+    # facts, until a later message of the dialogue uses one (then it is promoted, with its output's ref)
+    candidates: dict[tuple[str, str], Fact] = field(default_factory=dict, repr=False)
     # facts by kind as of `version`: rendering asks for each kind several times, and a long run holds thousands
     _by_kind: tuple[int, dict[str, list[Fact]]] = field(default=(-1, {}), repr=False, compare=False)
 
@@ -56,18 +75,32 @@ class TaskState:
         self.version += 1
 
     def apply_fact(self, fact: Fact) -> None:
+        if fact.kind == CANDIDATE:
+            self._remember(fact)
+            return
+        key = fact_key(fact)
+        if fact.source in ("assistant", "user") and fact.kind in MENTION_KINDS:
+            held = self.facts.get(key)
+            if held is not None and held.source == "tool":
+                return  # what the system knew stays, with its ref; the mention adds nothing
+            candidate = self.candidates.get(key)
+            if candidate is not None and candidate.turn < fact.turn:
+                fact = candidate  # the dialogue singled the row out: it is a fact now, with its output's ref
         root = _group(fact) if fact.source == "tool" else ""
         if root:
             # An object read again is its new snapshot: fields the new read no longer has (a payment method
             # used up, a list that got shorter) leave the state with the old snapshot.
             turn, keys = self.snapshots.get(root, (fact.turn, set()))
             if turn < fact.turn:
-                for key in keys:
-                    self.facts.pop((FIELD, key), None)
+                for old in keys:
+                    self.facts.pop((FIELD, old), None)
                 keys = set()
             keys.add(fact.key)
             self.snapshots[root] = (fact.turn, keys)
-        key = (fact.kind, fact.key)
+        if fact.kind == PLAN and fact.value == STEP:
+            self._replan(fact)
+        elif fact.kind == VERIFICATION and fact.source == "tool" and fact.value == "passed":
+            self._close_steps(fact.turn)
         if fact.kind == PLAN and fact.value == NEXT:
             # the agent named its next step again: the step it named before is behind it, done or dropped
             for old in self.next_steps:
@@ -79,6 +112,29 @@ class TaskState:
         self.facts.pop(key, None)
         self.facts[key] = fact
         self.version += 1
+
+    def _replan(self, step: Fact) -> None:
+        """A plan announced anew replaces the steps of the one before that are still open: the agent dropped them."""
+        for key, fact in list(self.facts.items()):
+            if fact.kind == PLAN and fact.value == STEP and fact.turn != step.turn:
+                del self.facts[key]
+
+    def _close_steps(self, turn: int) -> None:
+        """A check that passes after a file changed closes the announced steps before that change: the work they
+        named is done (the steps move to the completed items, with their own words)."""
+        changed = max((f.turn for f in self.facts.values() if f.kind == CHANGED and f.turn < turn), default=-1)
+        for key, fact in list(self.facts.items()):
+            if fact.kind == PLAN and fact.value == STEP and fact.turn < changed:
+                self.facts[key] = replace(fact, value=COMPLETED)
+
+    def _remember(self, candidate: Fact) -> None:
+        kind, _, key = candidate.key.partition(":")
+        row = Fact(kind=kind, key=key, value=candidate.value, turn=candidate.turn,
+                   evidence_ref=candidate.evidence_ref, source="tool")
+        self.candidates.pop((kind, key), None)
+        self.candidates[(kind, key)] = row
+        if len(self.candidates) > MAX_CANDIDATES:
+            del self.candidates[next(iter(self.candidates))]
 
     def of_kind(self, kind: str) -> list[Fact]:
         version, by_kind = self._by_kind
@@ -98,9 +154,15 @@ class TaskState:
         return [fact for fact in self.of_kind(PLAN) if fact.value != "completed"]
 
 
+def fact_key(fact: Fact) -> tuple[str, str]:
+    """The ledger key of a fact: its kind and key; a plan item's without case, so "Add CHANGELOG entry" and a later
+    "add changelog entry done" name the same item (the item is shown as last written)."""
+    return (fact.kind, fact.key.casefold() if fact.kind == PLAN else fact.key)
+
+
 def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int | None = None,
                  count: Callable[[str], int] | None = None, brief: bool = False,
-                 in_view: AbstractSet[int] = frozenset(), focus: str = "") -> str:
+                 in_view: AbstractSet[int] = frozenset(), focus: str = "", task: int | None = None) -> str:
     """The task-state text. Deterministic, and free of clocks and counters so it only changes when facts do.
 
     Goal, constraints, pending items, awaited approvals and verification are always complete. What room
@@ -110,14 +172,17 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     is cut, marked with "…", and ends the list), then to completed items. Objects whose fields all come from
     messages shown verbatim (`in_view`, their indices) are left out: they are in view already. `focus` is what
     the user said, NUL, the dialogue in order (see engine._dialogue). `brief` keeps only what must never be
-    forgotten (the tail reminder when the full state sits at the head)."""
+    forgotten (the tail reminder when the full state sits at the head). Constraints of the task message (index
+    `task`) are not copied: the task is always forwarded verbatim."""
     plan = state.of_kind(PLAN)
     essential = ["## Task state (kept by workset from this conversation; values are exact, [ref:ID] can be recalled)"]
     if goal:
         essential.append(f"Goal: {one_line(goal, 300)}")
     sections: dict[str, list[str]] = {
         # never cut: constraints and pending work are never compressed away
-        CONSTRAINTS: [f"- {flat(f.value)}" for f in state.constraints],
+        CONSTRAINTS: [f"- {flat(f.value)}" for f in state.constraints if task is None or f.turn != task],
+        # rules only a tool output stated (a maintainer's comment, a policy's clause): kept like constraints
+        RULES: _newest(state.of_kind(RULE), rules.max_rules, 300)[::-1],
         PENDING: [f"- [ ] {flat(f.key)}" for f in plan if f.value != "completed"],
         # an approval still awaited is never cut; settled ones are listed as room allows, newest first
         APPROVALS: [_approval_line(f) for f in state.of_kind(APPROVAL) if not is_settled(f.value)],
@@ -128,11 +193,12 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     optional: list[tuple[str, list[str]]] = [] if brief else [
         (SETTLED, [_approval_line(f) for f in state.of_kind(APPROVAL) if is_settled(f.value)][::-1]
          [: rules.max_settled_approvals]),
+        (OUTCOMES, _newest(state.of_kind(OUTCOME), rules.max_outcomes, 400)),
         (DECISIONS, _newest(state.of_kind(DECISION), rules.max_decisions, 300)),
+        (FINDINGS, _newest(state.of_kind(FINDING), rules.max_findings, 240)),
         (FAILED, _newest(state.of_kind(FAILURE), rules.max_failures, 240)
          + [f"- {a.tool} {one_line(a.arguments, 160)} -> {one_line(a.gist, 200)}{_ref(a)}"
             for a in _failed_approaches(state.actions, rules.max_failures)][::-1]),
-        (FINDINGS, _newest(state.of_kind(FINDING), rules.max_findings, 240)),
         (FACTS, _fact_lines(_key_facts(state, rules.max_facts, in_view, focus), rules.value_chars)),
         (COMPLETED, [f"- [x] {one_line(f.key, 200)}" for f in plan if f.value == "completed"][::-1]
          [: rules.max_completed]),
@@ -185,6 +251,8 @@ def _cut(line: str, tokens: int, count: Callable[[str], int]) -> str:
 
 
 CONSTRAINTS = "Constraints (always apply):"
+RULES = "Rules stated in documents and comments (tool outputs; they apply too):"
+OUTCOMES = "Established by tool outputs (exact; do not guess what they say is not known):"
 PENDING = "Pending (open items):"
 COMPLETED = "Completed:"
 DECISIONS = "Decisions (the agent's own):"
@@ -194,7 +262,8 @@ SETTLED = "Approvals settled:"
 VERIFIED = "Verification:"
 FACTS = "Key facts (from tool outputs, by what they describe):"
 FAILED = "Learned the hard way (failed approaches and limits; do not repeat as is):"
-SECTION_ORDER = (CONSTRAINTS, PENDING, APPROVALS, SETTLED, DECISIONS, FAILED, FINDINGS, VERIFIED, COMPLETED, FACTS)
+SECTION_ORDER = (CONSTRAINTS, RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, FAILED, FINDINGS, VERIFIED,
+                 COMPLETED, FACTS)
 
 
 def _approval_line(fact: Fact) -> str:

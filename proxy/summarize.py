@@ -123,12 +123,13 @@ def verify(job: Job, text: str, state_text: str) -> str:
     return "ok"
 
 
-def state_kept(before: TaskState, state_text: str) -> list[str]:
-    """What the state held before a compaction and its rendering no longer shows (must be empty)."""
+def state_kept(before: TaskState, state_text: str, task: int | None = None) -> list[str]:
+    """What the state held before a compaction and its rendering no longer shows (must be empty); the constraints
+    of the task message (index `task`) are forwarded with it, verbatim."""
     shown = flat(state_text).lower()
     missing: list[str] = []
     for fact in before.constraints:
-        if flat(fact.value).lower() not in shown:
+        if fact.turn != task and flat(fact.value).lower() not in shown:
             missing.append(f"constraint: {fact.value[:80]}")
     for fact in before.pending:
         if flat(fact.key).lower() not in shown:

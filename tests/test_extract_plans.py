@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from traces import load_traces, requires_traces
 
@@ -12,8 +13,21 @@ from proxy.state import TaskState
 
 
 def plan(message: dict, index: int = 6) -> list[tuple[str, str]]:
+    """The plan items a message yields, compared without case (test_items_are_kept_as_written checks the case)."""
     facts = extract(message, MessageContext(index=index, ref=f"ev{index}")).facts
-    return [(f.key, f.value) for f in facts if f.kind == PLAN]
+    return [(f.key.casefold(), f.value) for f in facts if f.kind == PLAN]
+
+
+def test_items_are_kept_as_written() -> None:
+    facts = extract(assistant("Open items: (1) confirm the CHANGELOG entry for PR-482; (2) ask Mia about CI"),
+                    MessageContext(index=4, ref="ev4")).facts
+    assert [f.key for f in facts if f.kind == PLAN] == ["confirm the CHANGELOG entry for PR-482", "ask Mia about CI"]
+    state = TaskState()
+    for fact in facts:
+        state.apply_fact(fact)
+    state.apply_fact(replace(facts[0], key="Confirm the changelog entry for PR-482", value="completed", turn=9))
+    assert [(f.key, f.value) for f in state.of_kind(PLAN)] == [("ask Mia about CI", "pending"),
+                                                             ("Confirm the changelog entry for PR-482", "completed")]
 
 
 def assistant(text: str, calls: list[tuple[str, object]] = ()) -> dict:  # type: ignore[assignment]
@@ -49,7 +63,7 @@ def test_numbered_plan_announced_by_a_plan_line() -> None:
         "Here's my plan:\n1. Reproduce the issue\n2. Fix `_cstack` (done)\n3. ~~Write docs~~\n\nThen I'll report back."
     )
     assert plan(assistant(text)) == [
-        ("reproduce the issue", "pending"),
+        ("reproduce the issue", "step"),
         ("fix _cstack", "completed"),
         ("write docs", "completed"),
     ]

@@ -20,6 +20,7 @@ from proxy.records import (
     APPROVAL,
     CONSTRAINT,
     DECISION,
+    RULE,
     FACT_KINDS,
     FAILURE,
     FINDING,
@@ -63,9 +64,11 @@ def check(extraction: Extraction, message: Message, context: MessageContext) -> 
         if fact.kind == APPROVAL:
             assert fact.value in ("requested", "granted", "denied")
         if fact.kind == PLAN:
-            assert fact.value in ("pending", "completed")
+            assert fact.value in ("pending", "completed", "step")
         if fact.kind == VERIFICATION:
             assert fact.value in ("passed", "failed")
+        if fact.kind == RULE and not fact.value.endswith("…"):
+            assert flat(fact.value) in flat(message_text(message)), fact.value  # a rule is quoted, never made up
         if fact.kind in (CONSTRAINT, DECISION) or (fact.kind in (FAILURE, FINDING) and fact.source == "assistant"):
             # As written: the working-set invariants look for constraints in what is forwarded.
             assert flat(fact.value) in flat(message_text(message)), fact.value

@@ -24,12 +24,15 @@ from ..config import IngestSettings
 from ..messages import message_text, tool_calls
 from ..records import (
     APPROVAL,
+    CANDIDATE,
     CONSTRAINT,
     DECISION,
     FAILURE,
     FIELD,
     FINDING,
+    OUTCOME,
     PLAN,
+    RULE,
     VERIFICATION,
     Action,
     Extraction,
@@ -38,7 +41,9 @@ from ..records import (
     MessageContext,
     ToolCall,
 )
-from .actions import tool_action, tool_output_gist, verification
+from .actions import command_text, tool_action, tool_output_gist, verification
+from .claims import outcomes, rules
+from .evidence import describe
 from .approvals import REQUESTED, approval_answer, approval_subject, tool_approvals
 from .constraints import constraints
 from .facts import (
@@ -56,6 +61,7 @@ from .facts import (
 )
 from .conclusions import decisions, failures, findings, http_failures, prose_sentences
 from .plans import plan_items
+from .text import one_line
 from .stages import Stages
 
 __all__ = ["EXTRACT_CHARS", "Stages", "extract", "tool_output_gist"]
@@ -178,12 +184,31 @@ def _tool(text: str, data: object, call: ToolCall | None, action: Action, stages
         triples.append((VERIFICATION, checked[0], checked[1]))
     triples += stages.run("http failures",
                           lambda: [(FAILURE, key, value) for key, value in http_failures(text, data, call)], [])
+    # A tool output is evidence: what it claims (rules, outcomes) is a fact; its rows wait as candidates until the
+    # dialogue singles one out (TaskState promotes them).
+    evidence = describe(text, call)
+    subject = _subject(call, action)
     if data is not None:
         triples += stages.run("approvals", lambda: [(APPROVAL, subject, status)
                                                     for subject, status in tool_approvals(data)], [])
         named = argument_root(call.arguments) if call else ""  # the object the call asked about, if it names one
         fields = stages.run("facts", lambda: json_facts(data, named or action.tool, named_root=bool(named)), [])
         triples += [(FIELD, key, value) for key, value in fields]
-    else:
-        triples += stages.run("facts", lambda: text_facts(head_and_tail(http_body(text))), [])
+        prose = "\n".join(string_leaves(data, MAX_ARGUMENT_STRINGS))
+        triples += stages.run("claims", lambda: [(RULE, key, value) for key, value in rules(prose, evidence)], [])
+        return triples
+    body = head_and_tail(http_body(text))
+    failed = action.outcome == "error"
+    triples += stages.run("claims", lambda: [(RULE, key, value) for key, value in rules(body, evidence, failed)]
+                          + [(OUTCOME, key, value) for key, value in outcomes(body, evidence, subject)], [])
+    triples += stages.run("facts", lambda: [(CANDIDATE, f"{kind}:{key}", value)
+                                            for kind, key, value in text_facts(body)], [])
     return triples
+
+
+def _subject(call: ToolCall | None, action: Action) -> str:
+    """What an output is about, for keys of the claims it makes: the call's command or main argument."""
+    if call is None:
+        return action.tool
+    command = command_text(call.arguments) or argument_root(call.arguments)
+    return one_line(f"{call.name} {command}".strip(), 80) if command else call.name

@@ -2,7 +2,8 @@
 ("Next: lanes 121–240", "Open items: (1) … (2) …", "TODO: …", "待办：…"), items still to be confirmed ("TBC", "待定")
 and the lines that close one ("lanes 121–240 done", "✅ lanes 121–240").
 
-An item's key is its normalized text, so a later mention closes an item only when it names the same item."""
+An item is kept as written; the ledger compares items without case (state.fact_key), so a later mention closes an
+item only when it names the same item."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from typing import Any
 
 from ..records import ToolCall
 from .facts import parse_json
-from .text import clip, normalize, prose_lines, sentences, strip_markup, strip_speaker, trim
+from .text import as_written, clip, prose_lines, sentences, strip_markup, strip_speaker, trim
 
 PENDING = "pending"
 COMPLETED = "completed"
 NEXT = "next"  # pending, until the agent names its next step again
+STEP = "step"  # a step of a plan the agent announced: pending until the work is done or the agent plans anew
 MAX_PLAN_ITEMS = 40  # per message
 MAX_ITEM_CHARS = 200
 MAX_PLAN_SCAN_CHARS = 20_000  # plans are read from the start of a message
@@ -106,7 +108,7 @@ _DONE_LEAD = ("✅", "✔", "☑")
 def _item(text: str) -> tuple[str, str] | None:
     """(key, status) of one item text: done marks decide the status and are dropped from the key."""
     status = COMPLETED if _DONE_MARK.search(text) else PENDING
-    key = normalize(strip_markup(_DONE_STRIP.sub("", text)))
+    key = as_written(strip_markup(_DONE_STRIP.sub("", text)))
     return (clip(key, MAX_ITEM_CHARS), status) if key else None
 
 
@@ -118,7 +120,7 @@ def checklist_items(text: str) -> list[tuple[str, str]]:
     for line in prose_lines(text):
         match = _CHECKBOX.match(line)
         if match:
-            key = normalize(strip_markup(_DONE_STRIP.sub("", match.group("text"))))
+            key = as_written(strip_markup(_DONE_STRIP.sub("", match.group("text"))))
             if key:
                 done = match.group("mark").strip() != "" or bool(_DONE_MARK.search(match.group("text")))
                 items.append((clip(key, MAX_ITEM_CHARS), COMPLETED if done else PENDING))
@@ -139,7 +141,8 @@ def numbered_plan_items(text: str) -> list[tuple[str, str]]:
         intro = _intro_line(lines, index)
         block, index = _numbered_block(lines, index)
         if _is_plan(intro, block):
-            items.extend(item for item in (_item(t) for t in block) if item is not None)
+            items.extend((key, STEP if status == PENDING else status)
+                         for key, status in (item for item in (_item(t) for t in block) if item is not None))
     return items
 
 
@@ -212,7 +215,7 @@ def _todo_item(entry: Any) -> tuple[str, str] | None:
     status = str(entry.get("status") or entry.get("state") or "").strip().lower().replace(" ", "_")
     # Cancelled items are closed too: the ledger only knows pending and completed.
     done = status in _DONE_STATUSES or entry.get("done") is True or entry.get("checked") is True
-    key = normalize(strip_markup(_DONE_STRIP.sub("", text)))
+    key = as_written(strip_markup(_DONE_STRIP.sub("", text)))
     return (clip(key, MAX_ITEM_CHARS), COMPLETED if done else PENDING) if key else None
 
 
@@ -335,7 +338,7 @@ def _closed_items(line: str) -> list[tuple[str, str] | None]:
             continue
         text = next(group for group in match.groups() if group is not None)
         item = _item(text)
-        words = item[0].split() if item is not None else []
+        words = item[0].lower().split() if item is not None else []
         if (item is not None and len(words) <= MAX_CLOSING_WORDS and words[0] not in _NOT_ITEM_START
                 and not _NOT_ITEM_WORDS.intersection(words)):
             closed.append((item[0], COMPLETED))

@@ -73,6 +73,11 @@ def normalize(text: str) -> str:
     return collapse(text).lower().rstrip(_TRAILING_PUNCT + " ")
 
 
+def as_written(text: str) -> str:
+    """normalize() with the case kept: the form a ledger item is shown in (its key compares without case)."""
+    return collapse(_MARKUP.sub("", text)).rstrip(_TRAILING_PUNCT + " ")
+
+
 def clip(text: str, limit: int) -> str:
     """At most `limit` characters, cut at a word boundary when one is near, with an ellipsis."""
     if len(text) <= limit:

@@ -1,0 +1,146 @@
+"""Claims a tool output states that the task can turn on, in English and Chinese.
+
+- rules: normative sentences of a document, an issue or PR comment, a policy or an API's answer ("Patches must not
+  change the public signature", "Refunds above $500 require a second approver", "发布前必须通过安全审查");
+- outcomes: git bisect's first bad commit; the status fields of an answer (status, approver, ticket, scope, expiry:
+  one line per output, side by side); what the output says is not known yet ("release date: not yet scheduled"),
+  so that nobody guesses it.
+
+A rule is never read from rows (source code, search hits, listings, build files, logs; see evidence.py): a docstring
+that says "must be an integer" is code, not a rule the task must follow. Each claim's value is the sentence or line
+as written. Linear: only a bounded head and tail of the output is read, line by line, each line with a substring test
+before any pattern, and at most MAX_* claims come from one output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from .evidence import Evidence, row_kind
+from .text import clip, collapse, looks_like_code, normalize, sentences, strip_markup
+
+MAX_RULES = 4  # per output: a document stating more is recalled by ref
+MAX_UNKNOWNS = 3
+MAX_STATUS_FIELDS = 8  # fields of one status line
+MAX_CLAIM_CHARS = 240
+MAX_LINE_CHARS = 600  # a longer line is a blob, not a sentence someone wrote
+MIN_RULE_WORDS = 4
+MAX_SUBJECT_CHARS = 80
+
+_RULE_WORDS = (
+    "must", "never", "only", "required", "require", "shall", "should not", "shouldn't", "allowed", "permitted", "not allowed", "forbidden", "prohibited", "mandatory",
+    "do not", "don't", "may not", "always", "no longer accept", "必须", "不得", "仅", "禁止", "不允许", "只能", "务必",
+    "严禁", "不可", "须", "一律",
+)  # fmt: skip
+_RULE = re.compile(
+    r"\b(?:must(?: not|n't)?|never|shall(?: not)?|should not|shouldn't|(?:is|are) (?:not )?(?:required|allowed|"
+    r"permitted|forbidden|prohibited|mandatory)|requires? (?:an? |the |two |second |approval|sign-?off|review)|"
+    r"may not|no longer accepts?|(?:must|should) always)\b|(?:^|[;:,.]\s*|\b(?:you|we|please) )(?:do not|don't)\b"
+    r"|(?:^|[;:,]\s*)(?:only|always|never)\b|\bonly (?:\w+ ){0,3}(?:may|can|be|is|are)\b"
+    r"|必须|不得|仅(?:限|能|允许|可)|禁止|不允许|只能|务必|严禁|不可以|一律",
+    re.I,
+)
+# A sentence about the program itself, not the task's rules ("you must give at least one requirement").
+_NOT_A_RULE = re.compile(
+    r"^(?:usage|error|warning|note: you|hint|traceback|raise|assert|return)\b|--\w|\bpip\b|\bsudo\b|"
+    r"missing \d+ required|required positional|must be (?:an? )?(?:int|str|integer|string|list|dict|tuple|float|"
+    r"bool|callable|instance|subclass|iterable|sequence)\b",
+    re.I,
+)
+_TRACEBACK = "Traceback (most recent call last)"
+_FIRST_BAD = re.compile(r"\b([0-9a-f]{7,40}) is the first bad commit\b")
+_STATUS_KEYS = frozenset(
+    "status state approval approval_status approved approved_by approver approvers decision verdict ticket error "
+    "error_code reason limit "
+    "ticket_id request_id scope expires expiry expires_at expiration valid_until deadline eta due due_date "
+    "release_date owner assignee reviewer reviewed_by granted_by signed_off_by 状态 审批人 批准人 审批 有效期 "
+    "范围 截止 截止日期 工单".split()
+)
+_KEY_VALUE = re.compile(r"^\s*(?:[-*•]\s*)?(?P<key>[^\W\d][\w .-]{0,40}?)\s?[:：=]\s*(?P<value>\S.{0,200})$")
+_UNKNOWN_WORDS = ("not yet", "tbd", "tba", "to be determined", "to be announced", "to be confirmed", "unknown",
+                  "not scheduled", "unscheduled", "no date", "not decided", "undecided", "尚未", "待定", "未定", "未确定")
+_UNKNOWN = re.compile(
+    r"\bnot yet (?:\w+ ){0,2}(?:scheduled|decided|set|fixed|known|confirmed|available|announced|planned|approved)\b|"
+    r"\b(?:TBD|TBA)\b|\bto be (?:determined|announced|confirmed)\b|\b(?:is|are|still|remains|currently) unknown\b|\b(?:not |un)scheduled\b|"
+    r"\bno (?:date|eta|deadline)(?: (?:yet|set))?\b|\b(?:not |un)decided\b|尚未(?:确定|公布|安排|决定|排期)|待定|未定|未确定",
+    re.I,
+)
+
+
+def rules(text: str, evidence: Evidence, failed: bool = False) -> list[tuple[str, str]]:
+    """(key, sentence) of the normative sentences an output states, in text order: none from rows, none from a
+    failed command's output (an error message's "must be compiled" is the failure, not a rule of the task)."""
+    if failed or evidence.is_rows or _TRACEBACK in text or not any(word in text.lower() for word in _RULE_WORDS):
+        return []
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for line in _statement_lines(text):
+        if not _RULE.search(line):
+            continue
+        for sentence in sentences(line, 16):
+            if not _RULE.search(sentence) or _NOT_A_RULE.search(sentence) or sentence.rstrip().endswith(("?", "？")):
+                continue
+            if len(sentence.split()) < MIN_RULE_WORDS and not _has_cjk(sentence):
+                continue
+            key = normalize(sentence)[:MAX_SUBJECT_CHARS * 2]
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append((key, clip(collapse(sentence), MAX_CLAIM_CHARS)))
+            if len(found) >= MAX_RULES:
+                return found
+    return found
+
+
+def outcomes(text: str, evidence: Evidence, subject: str) -> list[tuple[str, str]]:
+    """(key, line) of what an output establishes: bisect's first bad commit, its status fields as one line, and
+    what it says is not known yet. `subject` names the output (the command or the object asked about)."""
+    found: list[tuple[str, str]] = []
+    if "first bad commit" in text:
+        match = _FIRST_BAD.search(text)
+        if match is not None:
+            after = text[match.end():match.end() + 400]
+            title = next((line.strip() for line in after.splitlines()[1:] if line.startswith("    ") and line.strip()), "")
+            found.append(("git bisect first bad commit",
+                          clip(f"{match.group(1)} is the first bad commit" + (f" ({title})" if title else ""),
+                               MAX_CLAIM_CHARS)))
+    if evidence.is_rows:
+        return found
+    fields: list[str] = []
+    unknowns: list[tuple[str, str]] = []
+    lowered = text.lower()
+    look_for_unknowns = any(word in lowered for word in _UNKNOWN_WORDS)
+    for line in _statement_lines(text):
+        match = _KEY_VALUE.match(line) if (":" in line or "：" in line or "=" in line) else None
+        if match is not None:
+            key = collapse(match.group("key")).lower().replace(" ", "_")
+            value = collapse(strip_markup(match.group("value")))
+            if key in _STATUS_KEYS and len(fields) < MAX_STATUS_FIELDS:
+                fields.append(f"{collapse(match.group('key'))}: {clip(value, 100)}")
+        if look_for_unknowns and len(unknowns) < MAX_UNKNOWNS and _UNKNOWN.search(line):
+            said = clip(collapse(strip_markup(line.strip(" -*•"))), MAX_CLAIM_CHARS)
+            unknowns.append((f"not known: {normalize(said)[:MAX_SUBJECT_CHARS]}", said))
+    if fields:
+        named = clip(subject, MAX_SUBJECT_CHARS)
+        found.append((f"status of {named}" if named else "status",
+                      clip(f"{named}: " * bool(named) + "; ".join(fields), MAX_CLAIM_CHARS * 2)))
+    return found + unknowns
+
+
+def _statement_lines(text: str) -> Iterator[str]:
+    """Lines someone wrote as statements: not rows (code, hits, listings, logs), not blobs."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or len(stripped) > MAX_LINE_CHARS or stripped.startswith(("<", "#!", "//", "/*", "*/")):
+            continue
+        if row_kind(line) is not None or looks_like_code(stripped):
+            continue
+        yield stripped.lstrip("#>*-• ").strip()
+
+
+def _has_cjk(text: str) -> bool:
+    return any("\u4e00" <= char <= "\u9fff" for char in text)
+
+
+__all__ = ["outcomes", "rules"]

@@ -1,0 +1,135 @@
+"""A tool output is evidence: what it claims (rules, outcomes) is a fact, its rows are not until the dialogue uses
+them. Written as messy as real agents' runs: listings of 50 rows, source files, Makefiles, grep hits."""
+
+from __future__ import annotations
+
+import json
+
+from proxy.extract import extract
+from proxy.extract.evidence import BUILD, DOCUMENT, LISTING, SEARCH, SOURCE, describe
+from proxy.ingest import extract_at
+from proxy.policy import StateRules
+from proxy.records import CANDIDATE, OUTCOME, RULE, MessageContext, ToolCall
+from proxy.state import TaskState, render_state
+
+
+def bash(command: str) -> ToolCall:
+    return ToolCall(id="c1", name="bash", arguments=json.dumps({"command": command}))
+
+
+def tool_facts(output: str, command: str, index: int = 3) -> list[tuple[str, str, str]]:
+    context = MessageContext(index=index, ref=f"ref{index}", call=bash(command))
+    facts = extract({"role": "tool", "tool_call_id": "c1", "content": output}, context).facts
+    return [(f.kind, f.key, f.value) for f in facts]
+
+
+def listing(rows: int) -> str:
+    lines = ["total 248"] + [
+        f"-rw-r--r--  1 dev staff {1000 + n * 37:>6} Jun 16 09:{n % 60:02d} module_{n:02d}.py" for n in range(rows)]
+    return "\n".join(lines)
+
+
+ISSUE = """title:\tnext_run() returns LMT offsets for Europe/Berlin
+state:\tOPEN
+author:\tmkowalski
+labels:\tbug, timezone
+--
+author:\trlindqvist (maintainer)
+Thanks for the report. Two rules for any patch here: patches must not change the public signature of
+next_run(); only add keyword arguments. Also, the fix must keep working on Python 3.8, prod is frozen there.
+--
+author:\tmkowalski
+Happy to help test. What's the release date for 1.14.3? Not yet scheduled, per the milestone page.
+"""
+
+SOURCE_FILE = '''def to_aware(naive, tz):
+    """Attach tz. The input must be a naive datetime; pytz zones need localize(), never replace()."""
+    if naive.tzinfo is not None:
+        raise ValueError("naive must not carry tzinfo")
+    return tz.localize(naive)
+'''
+
+
+def test_evidence_kind_comes_from_the_command_or_the_shape() -> None:
+    assert describe(listing(50), bash("cd /repo && ls -la src/app")).kind == LISTING
+    assert describe("a.py:3: x = 1\nb.py:9: y = 2\n", bash("grep -rn parse_date . | head -40")).kind == SEARCH
+    assert describe(SOURCE_FILE, bash("cat tidewater/schedule.py")).kind == SOURCE
+    assert describe("test: install\n\tpytest -q\n", bash("cat Makefile")).kind == BUILD
+    assert describe(ISSUE, bash("gh issue view 433 --comments")).kind == DOCUMENT
+    assert describe("   1\timport os\n   2\timport sys\n   3\t\n   4\tdef f():\n", bash("cat -n x | sed -n 1,4p")).kind \
+        == SOURCE
+    assert describe(listing(40), None).kind == LISTING  # no call: by the shape of its lines
+
+
+def test_a_maintainers_rule_in_an_issue_comment_is_a_rule() -> None:
+    rules = [value for kind, _, value in tool_facts(ISSUE, "gh issue view 433 --comments") if kind == RULE]
+    assert "patches must not change the public signature of next_run(); only add keyword arguments." in " ".join(
+        rules).lower().replace("\n", " ")
+    assert any("Python 3.8" in rule for rule in rules)
+
+
+def test_no_rule_from_source_code_or_a_failed_command() -> None:
+    assert not [f for f in tool_facts(SOURCE_FILE, "cat tidewater/schedule.py") if f[0] == RULE]
+    traceback = ("<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n  File \"x.py\", line 3\n"
+                 "ImportError: Extension modules must be successfully compiled and importable in order to import x.\n"
+                 "</output>")
+    assert not [f for f in tool_facts(traceback, "python -c 'import x'") if f[0] == RULE]
+
+
+def test_a_chinese_policy_clause_is_a_rule() -> None:
+    policy = "退款政策（2026 版）\n\n第 3 条：单笔退款超过 5,000 元必须经财务总监审批，且不得拆分为多笔。\n第 4 条：联系方式见附件。\n"
+    rules = [value for kind, _, value in tool_facts(policy, "cat docs/refund-policy.md") if kind == RULE]
+    assert rules == ["第 3 条：单笔退款超过 5,000 元必须经财务总监审批，且不得拆分为多笔。"]
+
+
+def test_listing_rows_and_build_lines_are_candidates_not_facts() -> None:
+    makefile = "PYTHON ?= python3\nVENV := .venv\ntest = install\n\ninstall:\n\tpip install -e .\n"
+    for output, command in ((listing(58), "ls -la src/app"), (makefile, "cat Makefile")):
+        facts = tool_facts(output, command)
+        assert {kind for kind, _, _ in facts} <= {CANDIDATE}, facts
+
+
+def test_bisect_status_fields_and_what_is_not_known_are_outcomes() -> None:
+    bisect = ("a3f9c2e71b0d is the first bad commit\ncommit a3f9c2e71b0d\nAuthor: Dev <dev@example.com>\n"
+              "Date:   Mon Mar 2 10:12:00 2026\n\n    refactor: simplify tz handling\n\n tidewater/schedule.py | 4 +-\n")
+    assert ("git bisect first bad commit", "a3f9c2e71b0d is the first bad commit (refactor: simplify tz handling)") in [
+        (key, value) for kind, key, value in tool_facts(bisect, "git bisect good v1.13.0") if kind == OUTCOME]
+    answer = ("Approval request APR-20931\nstatus: pending\napprover: Dana Whitfield (Finance)\n"
+              "scope: refund of order W-88412 up to $412.70\nexpires: 2026-12-09\nnotes: see policy section 3\n")
+    [line] = [value for kind, _, value in tool_facts(answer, "request_approval W-88412") if kind == OUTCOME]
+    for part in ("status: pending", "approver: Dana Whitfield (Finance)", "scope: refund of order W-88412 up to $412.70",
+                 "expires: 2026-12-09"):
+        assert part in line
+    unknown = [value for kind, _, value in tool_facts(ISSUE, "gh issue view 433 --comments") if kind == OUTCOME]
+    assert any("Not yet scheduled" in value for value in unknown)
+
+
+def test_a_row_the_dialogue_uses_later_becomes_a_fact_with_the_outputs_ref() -> None:
+    log = "\n".join([f"{sha} 2026-03-0{n} dev   chore: bump deps {n}" for n, sha in
+                     enumerate(["91c0d2a", "77be310", "a3f9c2e", "5d01e44"], 1)])
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the Berlin offsets."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "git log"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": log},
+        {"role": "assistant", "content": "a3f9c2e sits right before the 1.14.0 tag; it is the suspect."},
+    ]
+    state = TaskState()
+    for index in range(len(messages)):
+        state.apply(extract_at(messages, index, f"ref{index}", 1).extraction)
+    before = render_state(state, "fix", StateRules())
+    assert "91c0d2a" not in before and "5d01e44" not in before  # rows nobody singled out stay evidence
+    assert "a3f9c2e 2026-03-03" in before and "[ref:ref3]" in before  # the one the agent named, with its output's ref
+
+
+def test_the_tasks_own_constraints_are_not_copied_into_the_state() -> None:
+    messages = [{"role": "system", "content": "agent"},
+                {"role": "user", "content": "Fix it. Do NOT modify the tests. Always use non-interactive flags."},
+                {"role": "user", "content": "Also: never push to main."}]
+    state = TaskState()
+    for index in range(len(messages)):
+        state.apply(extract_at(messages, index, f"ref{index}", 1).extraction)
+    text = render_state(state, "fix", StateRules(), task=1)
+    assert "never push to main" in text.lower()
+    assert "modify the tests" not in text.lower() and "non-interactive" not in text.lower()
