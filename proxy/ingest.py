@@ -62,7 +62,7 @@ def tool_outcome(messages: Sequence[Message], index: int, first_user: int | None
     """(tool, gist, outcome) of a tool result or observation: cheap, needed before the full extraction is."""
     context = context_for(messages, index, "", first_user, observed)
     tool = _tool_name(messages[index], context)
-    outcome, gist = tool_output_gist(message_text(messages[index]), GIST_CHARS)
+    outcome, gist = tool_output_gist(message_text(messages[index]), GIST_CHARS, context.call)
     return tool, gist, outcome
 
 
@@ -94,7 +94,7 @@ def extract_message(message: Message, context: MessageContext, observed: bool = 
     if is_tool_result(message):
         tool = _tool_name(message, context)
         action = extraction.actions[0] if extraction.actions else None
-        outcome, gist = (action.outcome, action.gist) if action else tool_output_gist(text, GIST_CHARS)
+        outcome, gist = (action.outcome, action.gist) if action else tool_output_gist(text, GIST_CHARS, context.call)
     found = stages.run("names", lambda: message_names(message, text, max_chars), ())
     return Extracted(extraction, tool, gist, outcome, _evidence_text(message, text), found, tuple(stages.skipped))
 

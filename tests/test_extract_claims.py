@@ -133,3 +133,18 @@ def test_the_tasks_own_constraints_are_not_copied_into_the_state() -> None:
     text = render_state(state, "fix", StateRules(), task=1)
     assert "never push to main" in text.lower()
     assert "modify the tests" not in text.lower() and "non-interactive" not in text.lower()
+
+
+def test_the_gist_of_rows_says_what_they_are_and_what_was_looked_for() -> None:
+    from proxy.extract.actions import tool_output_gist
+
+    assert tool_output_gist(listing(58), 600, bash("cd /repo && ls -la src/app"))[1].startswith(
+        "a listing of 59 entries of src/app (59 lines")
+    hits = "\n".join(f"src/app/m{n}.py:{n * 3}: d = parse_date(row[{n}])" for n in range(40))
+    assert tool_output_gist(hits, 600, bash("grep -rn parse_date src | head -40"))[1].startswith(
+        "40 search hits for parse_date")
+    assert tool_output_gist(SOURCE_FILE, 600, bash("cat tidewater/schedule.py"))[1].startswith(
+        "the source of tidewater/schedule.py")
+    # a few rows are the point: the first one is shown
+    assert tool_output_gist("./astropy/modeling/separable.py\n", 600, bash("find . -name separable.py"))[1].startswith(
+        "./astropy/modeling/separable.py")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..records import Action, Message, MessageContext, ToolCall
+from .evidence import describe, description
 from .facts import parse_json
 from .text import clip, clip_middle, collapse
 
@@ -157,16 +158,18 @@ def _line_count(text: str) -> int:
     return count - sum(1 for line in ends if line[:1] == "<" and _WRAPPER.match(line))
 
 
-def tool_output_gist(text: str, max_chars: int) -> tuple[str, str]:
-    """(outcome "ok"|"error", one line): the error line on failure, else the first meaningful line; then size.
+def tool_output_gist(text: str, max_chars: int, call: ToolCall | None = None) -> tuple[str, str]:
+    """(outcome "ok"|"error", one line): the error line on failure, else what the output is when it is rows (a
+    listing, search hits, a source file: see evidence.description), else its first meaningful line; then size.
 
-    `exit 1: ModuleNotFoundError: No module named 'erfa' (22 lines)`, `./astropy/modeling/separable.py (2 lines)`.
+    `exit 1: ModuleNotFoundError: No module named 'erfa' (22 lines)`, `./astropy/modeling/separable.py (2 lines)`,
+    `a listing of 58 entries of src/app (59 lines, 3.1k chars)`.
     """
     text = text if isinstance(text, str) else str(text)
-    return _gist(text, parse_json(text), max_chars)
+    return _gist(text, parse_json(text), max_chars, call)
 
 
-def _gist(text: str, data: object, max_chars: int) -> tuple[str, str]:
+def _gist(text: str, data: object, max_chars: int, call: ToolCall | None = None) -> tuple[str, str]:
     head = meaningful_lines(text, _HEAD_LINES)
     tail = _last_lines(text, _RC_PROBE_LINES) if head else []
     code = return_code(text, head, tail)
@@ -175,6 +178,9 @@ def _gist(text: str, data: object, max_chars: int) -> tuple[str, str]:
     if error_line is None and data is not None:
         return "ok", json_gist(data, max_chars, len(text))
     if error_line is None:
+        described = description(describe(text, call)) if head else None
+        if described is not None:
+            return "ok", f"{clip_middle(described, max_chars)}{size}"
         return "ok", f"{clip_middle(collapse(head[0]), max_chars) if head else '(no output)'}{size}"
     prefix = f"exit {code}: " if code not in (None, 0) else ""
     return "error", f"{prefix}{clip_middle(collapse(error_line), max_chars) if error_line else '(no output)'}{size}"
@@ -313,7 +319,7 @@ def tool_action(message: Message, text: str, context: MessageContext, data: obje
     call = context.call
     name = (call.name if call else "") or str(message.get("name") or "") or "unknown"
     call_id = str(message.get("tool_call_id") or (call.id if call else "") or "")
-    outcome, gist = _gist(text, data, MAX_GIST_CHARS)
+    outcome, gist = _gist(text, data, MAX_GIST_CHARS, call)
     return Action(
         turn=context.index,
         tool=name,

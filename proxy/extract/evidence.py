@@ -96,6 +96,29 @@ def describe(text: str, call: ToolCall | None) -> Evidence:
     return Evidence(_by_shape(lines), "", _row_count(text))
 
 
+MIN_DESCRIBED_ROWS = 5  # a shorter output is shown by its first line: its rows are few enough to be the point
+MAX_SUBJECT_CHARS = 60
+
+
+def description(evidence: Evidence) -> str | None:
+    """What an output of rows is, in a few words ("a listing of 58 entries of src/app", "40 search hits for
+    parse_date", "the source of models.py"), or None when its first line says more (few rows, a log, a document)."""
+    if evidence.rows < MIN_DESCRIBED_ROWS:
+        return None
+    subject = evidence.subject[:MAX_SUBJECT_CHARS]
+    if evidence.kind == LISTING:
+        return f"a listing of {evidence.rows} entries" + (f" of {subject}" if subject else "")
+    if evidence.kind == SEARCH:
+        return f"{evidence.rows} search hits" + (f" for {subject}" if subject else "")
+    if evidence.kind == SOURCE:
+        return f"the source of {subject}" if subject else "source code"
+    if evidence.kind == BUILD:
+        return f"the build file {subject}" if subject else "a build file"
+    if evidence.kind == DOCUMENT and subject and not subject.startswith("gh "):
+        return f"the document {subject}"  # a file read (an issue's first line says more: its title)
+    return None
+
+
 def _head_lines(text: str, limit: int) -> list[str]:
     return text.split("\n", limit)[:limit]
 
@@ -234,4 +257,4 @@ def _is_sentence(text: str) -> bool:
     return len(_WORD.findall(text[:200])) >= 4
 
 
-__all__ = ["BUILD", "DOCUMENT", "Evidence", "LISTING", "LOG", "OTHER", "SEARCH", "SOURCE", "describe", "row_kind"]
+__all__ = ["BUILD", "DOCUMENT", "Evidence", "description", "LISTING", "LOG", "OTHER", "SEARCH", "SOURCE", "describe", "row_kind"]
