@@ -23,7 +23,7 @@ from .records import APPROVAL, PLAN, ClientSession, Message
 from .retrieval import elided_mentions, failure_advice, irreversible_guard, latest_user_text, recent_tool_outcomes
 from .session import Branch, Resolved, Sessions, epoch_to_dict
 from .summarize import Job, Summary, anchored, job_for, state_kept, verify
-from .state import render_state, state_snapshot
+from .state import render_state, state_changes, state_snapshot
 from .storage import Store
 from .tokens import Excerpter, TokenCounter
 from .validate import check_messages
@@ -198,7 +198,7 @@ class Engine:
             extend_prefix(prefix, conversation, epoch, policy, self.counter, self.excerpt)
             goal = _goal(messages)
             retrieved = self._retrieve(branch, body, policy, budget, prefix, resolved.new_messages)
-            tail, tail_tokens = self._tail(branch, goal, policy, budget, epoch is not None, retrieved)
+            tail, tail_tokens = self._tail(branch, goal, policy, budget, epoch is not None, retrieved, epoch)
             total = prefix.tokens + tools_tokens + tail_tokens
             compacted = False
             reason = "budget" if total > budget.trigger else ""
@@ -366,21 +366,25 @@ class Engine:
         return result
 
     def _tail(self, branch: Branch, goal: str, policy: Policy, budget: Budget, after_compaction: bool,
-              retrieved: str = "") -> tuple[Message | None, int]:
-        """The message after the newest one: the live state (full for position tail, the brief reminder for both)
-        and whatever event-driven retrieval brought back. The state part is cached until the state changes."""
+              retrieved: str = "", frozen: Epoch | None = None) -> tuple[Message | None, int]:
+        """The message after the newest one: the live state (full for position tail, the brief reminder for both;
+        for position head, what changed since the state was frozen at the compaction `frozen`) and whatever
+        event-driven retrieval brought back. The state part is cached until the state changes."""
         rules = policy.state
         state_text = ""
-        if rules.position != "head" and (after_compaction or rules.before_compaction):
+        changes = rules.position == "head" and frozen is not None and bool(frozen.head_state) and \
+            rules.changes_max_tokens > 0
+        if changes or (rules.position != "head" and (after_compaction or rules.before_compaction)):
             self.sessions.settle(branch)
-            key = (branch.state.version, policy.name, budget.room, goal[:64])
+            key = (branch.state.version, policy.name, budget.room, goal[:64], frozen.key if frozen else "")
             cached = branch.tail_cache
             if cached is None or cached[0] != key:
-                text = render_state(branch.state, goal, rules, rules.quota(budget.room),
-                                    self.counter.cached_text, brief=rules.position == "both",
-                                    task=first_user(branch.messages))
-                message = state_message(text)
-                cached = branch.tail_cache = (key, text, message, self.counter.message(message, generated=True))
+                text = self._changes(branch, goal, policy, budget, frozen) if changes and frozen is not None else \
+                    render_state(branch.state, goal, rules, rules.quota(budget.room), self.counter.cached_text,
+                                 brief=rules.position == "both", task=first_user(branch.messages))
+                message = state_message(text) if text else None
+                tokens = self.counter.message(message, generated=True) if message else 0
+                cached = branch.tail_cache = (key, text, message, tokens)
             if not retrieved:
                 return cached[2], cached[3]
             state_text = cached[1]
@@ -388,6 +392,18 @@ class Engine:
             return None, 0
         message = state_message("\n\n".join(part for part in (state_text, RETRIEVED + "\n" + retrieved) if part))
         return message, self.counter.message(message)
+
+    def _changes(self, branch: Branch, goal: str, policy: Policy, budget: Budget, frozen: Epoch) -> str:
+        """What the state holds now that the state frozen into the cached prefix at the last compaction does not
+        (new decisions, outcomes, closed items), within state.changes_max_tokens: the model never reads a stale
+        state, and the prefix stays byte-identical."""
+        conversation = branch.conversation()
+        now = render_state(branch.state, goal, policy.state, policy.state.quota(budget.room), self.counter.cached_text,
+                           in_view=verbatim(conversation, frozen, policy), focus=_dialogue(conversation),
+                           task=first_user(conversation.messages))
+        text = state_changes(frozen.head_state, now)
+        cut, dropped = self.counter.head(text, policy.state.changes_max_tokens)
+        return cut.rsplit("\n", 1)[0] + "\n- … (more changes: recall by ref or query)" if dropped else cut
 
     def _retrieve(self, branch: Branch, body: dict[str, Any], policy: Policy, budget: Budget, prefix: BuiltPrefix,
                   new_messages: int) -> str:

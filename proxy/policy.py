@@ -54,6 +54,11 @@ class StateRules:
     max_tokens: int = setting(
         1200, "largest task state in tokens (with max_share, the smaller applies); constraints, rules, pending items "
         "and awaited approvals are never cut, the rest is filled by importance and recency", min=64)
+    changes_max_tokens: int = setting(
+        200, "with position head: what changed in the state since it was frozen at the last compaction (closed "
+        "items, checks passed, approvals settled, new decisions, rules and outcomes) is shown after the newest "
+        "message, in at most this many tokens; 0: never",
+        min=0)
     max_facts: int = setting(400, "key facts listed in the task state, counted by field; objects are shown whole, ranked by what the dialogue names; all stay in the store", min=0)
     max_decisions: int = setting(10, "decisions listed in the task state", min=0)
     max_settled_approvals: int = setting(

@@ -236,6 +236,33 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     return "\n".join(out)
 
 
+CHANGES_TITLE = "## Task state changes since the compaction above (kept by workset; the state above is as it was then)"
+NO_LONGER_OPEN = "No longer open (done or dropped since):"
+
+
+def state_changes(frozen: str, now: str) -> str:
+    """What the state `now` says that the state `frozen` (rendered at the last compaction) does not, for the
+    sections a model acts on: first the pending items `frozen` listed that are no longer open, then the new lines of
+    CHANGE_SECTIONS under their titles (a check that passed since, an approval granted, a new decision or rule);
+    "" when nothing changed. Key facts and failed calls since the compaction are in view as sent."""
+    before = set(frozen.split("\n"))
+    still_open = {line for line in now.split("\n") if line.startswith("- [ ] ")}
+    closed = [line.replace("- [ ] ", "- [x] ", 1) for line in frozen.split("\n")
+              if line.startswith("- [ ] ") and line not in still_open]
+    out: list[str] = [NO_LONGER_OPEN, *closed] if closed else []
+    title = ""
+    for line in now.split("\n")[1:]:  # the heading is the same
+        if not line.startswith(("- ", "  ")):
+            title = line
+            continue
+        if title not in CHANGE_SECTIONS or line in before:
+            continue
+        if title not in out:
+            out.append(title)
+        out.append(line)
+    return "\n".join([CHANGES_TITLE, *out]) if out else ""
+
+
 MIN_CUT_TOKENS = 24  # room below this is not worth a partial card
 MIN_LINE_TOKENS = 2  # a line costs at least one token and its newline
 
@@ -262,6 +289,7 @@ SETTLED = "Approvals settled:"
 VERIFIED = "Verification:"
 FACTS = "Key facts (from tool outputs, by what they describe):"
 FAILED = "Learned the hard way (failed approaches and limits; do not repeat as is):"
+CHANGE_SECTIONS = frozenset({RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, VERIFIED})
 SECTION_ORDER = (CONSTRAINTS, RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, FAILED, FINDINGS, VERIFIED,
                  COMPLETED, FACTS)
 

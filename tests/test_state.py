@@ -115,3 +115,49 @@ def test_the_agents_next_step_is_replaced_by_its_next_one_and_settled_approvals_
     awaited = text.split("Approvals awaited:", 1)[1].split("\n\n")[0]
     assert all(f"CR-{turn}: pending_approval" in awaited for turn in range(30))  # never cut
     assert text.count(": approved") <= StateRules().max_settled_approvals and COUNTER.text(text) < 1500
+
+
+def test_changes_since_the_frozen_state_name_what_is_no_longer_so() -> None:
+    from proxy.records import PLAN, VERIFICATION
+    from proxy.state import NO_LONGER_OPEN, state_changes
+
+    state = TaskState()
+    state.apply_fact(Fact(PLAN, "Add a CHANGELOG entry", "pending", 4, "r4", "assistant"))
+    state.apply_fact(Fact(PLAN, "fix previous_run()", "pending", 4, "r4", "assistant"))
+    state.apply_fact(Fact(VERIFICATION, "pytest tests/test_schedule.py", "failed", 6, "r6", "tool"))
+    frozen = render_state(state, "fix", RULES)
+    assert state_changes(frozen, frozen) == ""
+    state.apply_fact(Fact(PLAN, "Fix previous_run()", "completed", 9, "r9", "assistant"))
+    state.apply_fact(Fact(VERIFICATION, "pytest tests/test_schedule.py", "passed", 11, "r11", "tool"))
+    changes = state_changes(frozen, render_state(state, "fix", RULES)).splitlines()
+    assert changes[1:3] == [NO_LONGER_OPEN, "- [x] fix previous_run()"]
+    assert "- pytest tests/test_schedule.py: passed [ref:r11]" in changes
+    assert not any("CHANGELOG" in line for line in changes)  # still open: the frozen state says so already
+
+
+def test_after_a_compaction_the_tail_says_what_changed_and_the_prefix_stays(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_phases import engine, exchange, work
+
+    eng = engine(tmp_path, enabled=False)
+    messages = work(2) + [{"role": "assistant", "content": "Open items: (1) fix previous_run; (2) add a CHANGELOG entry"},
+                          {"role": "user", "content": "ok"}] + work(40)[2:]
+    results = []
+    for end in range(2, len(messages) + 1):
+        if messages[end - 1]["role"] == "assistant":
+            continue
+        results.append(eng.prepare({"model": "m", "messages": messages[:end]}, "caller", "s", "p"))
+        eng.settle(results[-1])
+    assert any(r.compacted for r in results) and not results[-1].compacted
+    previous = results[-1].body["messages"]
+    head = next(i for i, m in enumerate(previous) if "fix previous_run" in str(m.get("content")) and i > 1)
+    assert "Task state changes" not in str(previous[-1]["content"])
+    messages += [{"role": "assistant", "content": "fix previous_run done."}, {"role": "user", "content": "go on"}]
+    after = eng.prepare({"model": "m", "messages": messages}, "caller", "s", "p")
+    sent = after.body["messages"]
+    assert not after.compacted and sent[:head + 1] == previous[:head + 1]  # the frozen state, byte for byte
+    tail = str(sent[-1]["content"])
+    assert "Task state changes since the compaction" in tail and "- [x] fix previous_run" in tail

@@ -69,6 +69,7 @@ _LOG_ROW = re.compile(
     r"={3,}|-{3,}|\d{4}-\d\d-\d\d[T ]\d\d:\d\d)"
 )
 _WORD = re.compile(r"[^\W\d_]{2,}")
+_DIFF_ROW = re.compile(r"^(?:[+-](?![+-]{2})|@@ |diff --git |index [0-9a-f]{7})")  # a diff's lines
 _NUMBERED_ROW = re.compile(r"^\s*\d{1,6}(?:\t|  |:\s|-\s|\s*\|)")  # `nl`, `cat -n`, an editor's view: a file's lines
 
 
@@ -178,6 +179,8 @@ def _by_program(segment: str) -> tuple[str, str] | None:
     operands = [word for word in words[1:] if not word.startswith("-")]
     if program == "git" and operands[:1] == ["grep"]:
         return SEARCH, " ".join(operands[1:2])
+    if program == "git" and operands[:1] in (["diff"], ["stash"]) or program in ("diff", "patch"):
+        return SOURCE, "a diff"  # changed lines of files
     if program in _LISTING_PROGRAMS:
         return LISTING, operands[0] if operands else "."
     if program in _SEARCH_PROGRAMS:
@@ -244,6 +247,8 @@ def row_kind(line: str) -> str | None:
         return LISTING
     if _LOG_ROW.match(line):
         return LOG
+    if _DIFF_ROW.match(line) and not line.startswith(("- ", "-- ")):
+        return SOURCE  # "- " starts a list item as often as a removed line: only "+" lines and hunks tell
     if _NUMBERED_ROW.match(line):
         return SOURCE  # a file's numbered lines are its rows, prose or code
     if _SEARCH_ROW.match(stripped):
