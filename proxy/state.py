@@ -186,13 +186,14 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         PENDING: [f"- [ ] {flat(f.key)}" for f in plan if f.value != "completed"],
         # an approval still awaited is never cut; settled ones are listed as room allows, newest first
         APPROVALS: [_approval_line(f) for f in state.of_kind(APPROVAL) if not is_settled(f.value)],
+        # an approval given (its ticket, approver, scope) always has a line too, the newest ones
+        SETTLED: [_approval_line(f) for f in state.of_kind(APPROVAL) if is_settled(f.value)]
+        [-rules.max_settled_approvals:] if rules.max_settled_approvals else [],
         VERIFIED: [f"- {one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(VERIFICATION)],
     }
     # What room is left goes first to the agent's conclusions (decisions, what failed, what it worked out), then
     # to key facts of tool outputs, then to completed items: the seeds' order of value.
     optional: list[tuple[str, list[str]]] = [] if brief else [
-        (SETTLED, [_approval_line(f) for f in state.of_kind(APPROVAL) if is_settled(f.value)][::-1]
-         [: rules.max_settled_approvals]),
         (OUTCOMES, _newest(state.of_kind(OUTCOME), rules.max_outcomes, 400)),
         (DECISIONS, _newest(state.of_kind(DECISION), rules.max_decisions, 300)),
         (FINDINGS, _newest(state.of_kind(FINDING), rules.max_findings, 240)),
@@ -295,7 +296,7 @@ SECTION_ORDER = (CONSTRAINTS, RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECI
 
 
 def _approval_line(fact: Fact) -> str:
-    return f"- {one_line(fact.key, 160)}: {fact.value}{_ref(fact)}"
+    return f"- {one_line(fact.key, 160)}: {one_line(fact.value, 400)}{_ref(fact)}"
 
 
 def _newest(facts: list[Fact], limit: int, chars: int) -> list[str]:

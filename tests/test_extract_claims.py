@@ -148,3 +148,40 @@ def test_the_gist_of_rows_says_what_they_are_and_what_was_looked_for() -> None:
     # a few rows are the point: the first one is shown
     assert tool_output_gist("./astropy/modeling/separable.py\n", 600, bash("find . -name separable.py"))[1].startswith(
         "./astropy/modeling/separable.py")
+
+
+def test_an_approval_the_user_gives_keeps_its_ticket_approver_and_scope() -> None:
+    from proxy.records import APPROVAL
+
+    asked = "The refund of order W-88412 ($412.70) needs your approval. Shall I proceed with the refund?"
+    answer = "Yes: approved under ticket APR-20931, approver Dana Whitfield (Finance), refund only, up to $412.70."
+    facts = extract({"role": "user", "content": answer},
+                    MessageContext(index=9, ref="r9", previous_assistant_text=asked)).facts
+    lines = render_state(_state_of(facts), "refund", StateRules())
+    assert "granted; Yes: approved under ticket APR-20931, approver Dana Whitfield (Finance), refund only, up to" in lines
+    # stated without being asked
+    said = extract({"role": "user", "content": "FYI: OPS-118 is approved by Mia Chen for staging only."},
+                   MessageContext(index=4, ref="r4")).facts
+    assert [(f.key, f.value) for f in said if f.kind == APPROVAL] == [
+        ("OPS-118", "granted; FYI: OPS-118 is approved by Mia Chen for staging only.")]
+
+
+def test_a_tools_approval_answer_names_who_approves_and_until_when() -> None:
+    from proxy.records import APPROVAL
+
+    answer = json.dumps({"request": {"id": "APR-20931", "status": "pending_finance_approval",
+                                     "approver": "Dana Whitfield", "scope": "refund W-88412", "expires_at": "2026-12-09"}})
+    facts = extract({"role": "tool", "tool_call_id": "c1", "content": answer},
+                    MessageContext(index=5, ref="r5", call=ToolCall("c1", "request_approval", "{}"))).facts
+    [approval] = [f for f in facts if f.kind == APPROVAL]
+    assert approval.value == ("pending_finance_approval; approver: Dana Whitfield; scope: refund W-88412; "
+                              "expires_at: 2026-12-09")
+    text = render_state(_state_of(facts), "refund", StateRules())
+    assert "Approvals awaited:" in text and "approver: Dana Whitfield" in text  # awaited, not settled by "expires"
+
+
+def _state_of(facts: tuple) -> TaskState:  # type: ignore[type-arg]
+    state = TaskState()
+    for fact in facts:
+        state.apply_fact(fact)
+    return state

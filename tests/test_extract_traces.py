@@ -16,6 +16,7 @@ from traces import load_traces, requires_traces
 
 from proxy.extract import extract
 from proxy.messages import message_text, tool_calls
+from proxy.extract.approvals import approval_status
 from proxy.records import (
     APPROVAL,
     CONSTRAINT,
@@ -62,7 +63,7 @@ def check(extraction: Extraction, message: Message, context: MessageContext) -> 
         assert fact.kind in FACT_KINDS and fact.key and isinstance(fact.value, str)
         assert (fact.turn, fact.evidence_ref) == (context.index, context.ref)
         if fact.kind == APPROVAL:
-            assert fact.value in ("requested", "granted", "denied")
+            assert approval_status(fact.value) in ("requested", "granted", "denied")
         if fact.kind == PLAN:
             assert fact.value in ("pending", "completed", "step")
         if fact.kind == VERIFICATION:
@@ -108,7 +109,8 @@ def test_trace_totals() -> None:
     for trace in load_traces("tau-dev"):
         for message, context in contexts(trace["messages"]):
             for fact in extract(message, context).facts:
-                found[(fact.kind, fact.value if fact.kind in (APPROVAL, PLAN) else "")] += 1
+                value = approval_status(fact.value) if fact.kind == APPROVAL else fact.value
+                found[(fact.kind, value if fact.kind in (APPROVAL, PLAN) else "")] += 1
     assert found[(APPROVAL, "requested")] >= 200
     assert found[(APPROVAL, "granted")] >= 150
     assert found[(APPROVAL, "denied")] == 0  # no user in these traces refuses a confirmed action

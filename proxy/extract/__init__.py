@@ -44,7 +44,7 @@ from ..records import (
 from .actions import command_text, tool_action, tool_output_gist, verification
 from .claims import outcomes, rules
 from .evidence import describe
-from .approvals import REQUESTED, approval_answer, approval_subject, tool_approvals
+from .approvals import REQUESTED, approval_answer, approval_subject, stated_approvals, tool_approvals
 from .constraints import constraints
 from .facts import (
     argument_root,
@@ -137,9 +137,12 @@ def _facts(triples: list[_Triple], context: MessageContext, source: str) -> tupl
 def _user(text: str, context: MessageContext, stages: Stages) -> list[_Triple]:
     triples: list[_Triple] = stages.run("constraints", lambda: [(CONSTRAINT, key, value)
                                                               for key, value in constraints(text)], [])
-    answer = stages.run("approval", lambda: approval_answer(text, context.previous_assistant_text), None)
-    if answer is not None:
-        triples.append((APPROVAL, answer[0], answer[1]))
+
+    def approvals() -> list[_Triple]:
+        answer = approval_answer(text, context.previous_assistant_text)
+        return [(APPROVAL, subject, status) for subject, status in ([answer] if answer else []) + stated_approvals(text)]
+
+    triples += stages.run("approval", approvals, [])
     triples += stages.run("plan", lambda: [(PLAN, key, status) for key, status in plan_items(text, [], "user")], [])
     triples += stages.run("facts", lambda: text_facts(head_and_tail(text)), [])
     return triples

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ..records import AMOUNT, IDENTIFIER
+from ..records import AMOUNT, DATE, IDENTIFIER, QUANTITY
 from .facts import entities
 from .text import clip, normalize, sentences, units
 
@@ -138,20 +138,69 @@ def _verb(text: str) -> str | None:
 
 
 def approval_answer(text: str, previous_assistant_text: str) -> tuple[str, str] | None:
-    """(subject, "granted"|"denied") when `text` answers a confirmation the previous assistant turn asked for."""
+    """(subject, status) when `text` answers a confirmation the previous assistant turn asked for; the status is
+    "granted" or "denied", followed by the user's own words when they say more than yes or no (a ticket, an
+    approver, a scope: `granted; Yes, ticket APR-4471, Dana approved, up to $400`)."""
     subject = approval_subject(previous_assistant_text) if previous_assistant_text else None
     if subject is None:
         return None
     head = text.strip()[:_ANSWER_PROBE_CHARS]
     if _NO_ANYWHERE.search(head):
-        return subject, DENIED  # "please do not proceed", even after a polite "yes, but"
-    if _YES.match(head):
-        return subject, GRANTED
-    if _NO.match(head):
-        return subject, DENIED
-    if _YES_ANYWHERE.search(head):
-        return subject, GRANTED
-    return None
+        status = DENIED  # "please do not proceed", even after a polite "yes, but"
+    elif _YES.match(head):
+        status = GRANTED
+    elif _NO.match(head):
+        status = DENIED
+    elif _YES_ANYWHERE.search(head):
+        status = GRANTED
+    else:
+        return None
+    return subject, _with_words(status, text)
+
+
+def stated_approvals(text: str) -> list[tuple[str, str]]:
+    """(ticket, status) of the approvals a user's message states without being asked ("APR-2231 is approved by
+    Mia Chen, staging only", "审批单 OPS-118 已批准"): a sentence with an approval word and a ticket id."""
+    lowered = text[:APPROVAL_SCAN_CHARS].lower()
+    if not any(word in lowered for word in _STATED_WORDS):
+        return []
+    found: list[tuple[str, str]] = []
+    for sentence in sentences(text[:APPROVAL_SCAN_CHARS], 64):
+        cue = _STATED.search(sentence)
+        if cue is None:
+            continue
+        tickets = [e.raw for e in entities(sentence, limit=8) if e.kind == IDENTIFIER]
+        if not tickets:
+            continue
+        status = DENIED if _STATED_DENIED.search(sentence) else GRANTED
+        found.append((tickets[0], _with_words(status, sentence)))
+        if len(found) >= MAX_STATED_APPROVALS:
+            break
+    return found
+
+
+def _with_words(status: str, text: str) -> str:
+    """The status, and the user's words when they say more than yes or no: a ticket, an amount or date, who
+    approves, a scope or a limit."""
+    words = clip(" ".join(text.split()), MAX_WORDS_CHARS)
+    detailed = _DETAIL_CUE.search(words) is not None or any(
+        entity.kind in (IDENTIFIER, AMOUNT, DATE, QUANTITY) for entity in entities(words, limit=4))
+    return f"{status}; {words}" if detailed else status
+
+
+APPROVAL_SCAN_CHARS = 4_000  # of a user's message, where approvals it states are looked for
+MAX_STATED_APPROVALS = 3
+MAX_WORDS_CHARS = 200
+_DETAIL_CUE = re.compile(r"\b(?:approver|approved by|ticket|scope|only|up to|until|expires?|limit)\b|批准人|审批人|仅|截至|上限",
+                         re.I)
+_STATED_WORDS = ("approv", "sign-off", "signed off", "granted", "authoriz", "authoris", "批准", "审批", "同意")
+_STATED = re.compile(r"\b(?:approv\w*|sign(?:ed)?[- ]off|granted|authori[sz]\w*)\b|批准|审批|同意", re.I)
+_STATED_DENIED = re.compile(r"\b(?:not approved|denied|rejected|declined|refused)\b|未批准|不批准|驳回|拒绝", re.I)
+
+
+def approval_status(value: str) -> str:
+    """The status word of an approval's value (`granted; Yes, ticket APR-4471` -> granted)."""
+    return value.split(";", 1)[0].strip()
 
 
 # An object in a tool's JSON output whose status is about approval: its id is what a later call must cite, and
@@ -159,6 +208,10 @@ def approval_answer(text: str, previous_assistant_text: str) -> tuple[str, str] 
 _APPROVAL_STATUS = re.compile(r"approv|sign[-_ ]?off|审批|批准", re.I)
 _STATUS_FIELDS = ("status", "state", "approval_status", "approval_state")
 _ID_FIELDS = ("id", "approval_id", "request_id", "change_id", "ticket_id", "reference", "number")
+# Who approves, what, until when: the fields an approval's line carries beside its status.
+_DETAIL_FIELDS = ("approver", "approvers", "approved_by", "requested_approver", "assigned_to", "reviewer", "scope",
+                  "amount", "limit", "max_amount", "expires", "expires_at", "expiry", "valid_until", "ticket",
+                  "ticket_id", "reason")
 MAX_APPROVAL_NODES = 2_000  # JSON nodes visited per output
 MAX_TOOL_APPROVALS = 5
 
@@ -182,7 +235,11 @@ def tool_approvals(data: object) -> list[tuple[str, str]]:
             ident = next((str(node[field]) for field in _ID_FIELDS if isinstance(node.get(field), (str, int))
                           and not isinstance(node.get(field), bool)), "")
             if ident:
-                found.append((clip(f"{name} {ident}".strip(), MAX_SUBJECT_CHARS), clip(status, 60)))
+                details = [f"{field}: {scalar}" for field in _DETAIL_FIELDS
+                           if isinstance(scalar := node.get(field), (str, int, float)) and not isinstance(scalar, bool)
+                           and str(scalar).strip()]
+                value = "; ".join([clip(status, 60), *(clip(detail, 100) for detail in details)])
+                found.append((clip(f"{name} {ident}".strip(), MAX_SUBJECT_CHARS), value))
         queue.extend((key, value) for key, value in node.items() if isinstance(value, (dict, list)))
     # the ones still awaited first: a list of approved records must not crowd out the request awaiting approval
     awaited = [item for item in found if not is_settled(item[1])]
@@ -194,5 +251,6 @@ _SETTLED = re.compile(r"grant|approved|den(?:y|ied)|reject|declin|cancel|expire|
 
 
 def is_settled(status: str) -> bool:
-    """Whether an approval's status says it is no longer awaited (granted, approved, denied, cancelled, …)."""
-    return _SETTLED.search(status) is not None
+    """Whether an approval's status says it is no longer awaited (granted, approved, denied, cancelled, …); the
+    details after its status word (`pending; expires: 2026-12-09`) are not read."""
+    return _SETTLED.search(approval_status(status)) is not None
