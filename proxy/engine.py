@@ -13,16 +13,16 @@ from .config import Config
 from .decisions import Decision, as_sent, decide, epoch_why
 from .extract.actions import verification
 from .extract.approvals import approval_subject
-from .extract.text import flat
+from .extract.text import flat, normalize
 from .extractors import Extractor
 from .ingest import context_for
 from .messages import is_tool_result, message_text, tool_calls
 from .recall import RECALL_DEFINITION, offer_tool
 from .policy import Policy
-from .records import APPROVAL, PLAN, ClientSession, Message
+from .records import APPROVAL, OUTCOME, PLAN, RULE, ClientSession, Fact, Message
 from .retrieval import elided_mentions, failure_advice, irreversible_guard, latest_user_text, recent_tool_outcomes
 from .session import Branch, Resolved, Sessions, epoch_to_dict
-from .summarize import Job, Summary, anchored, job_for, state_kept, verify
+from .summarize import Job, Proposal, Summary, anchored, job_for, proposed_facts, split_facts, state_kept, verify
 from .state import render_state, state_changes, state_snapshot
 from .storage import Store
 from .tokens import Excerpter, TokenCounter
@@ -346,7 +346,7 @@ class Engine:
         state_text = render_state(branch.state, _goal(conversation.messages), policy.state)
         return job_for(conversation, branch.session_id, removed, epoch.summary if epoch else "",
                        epoch.summary_through if epoch else -1, state_text, policy.summarizer.model,
-                       policy.summarizer.max_tokens)
+                       policy.summarizer.max_tokens, policy.summarizer.propose_facts)
 
     def summary_done(self, prepared: Prepared, job: Job, text: str | None, failure: str = "") -> Summary:
         """Record a finished job in the store: verified, it waits there for the session's next compaction (on
@@ -360,10 +360,32 @@ class Engine:
         if text is None:
             result = Summary(job.start, job.through, job.through_hash, "", failure or "failed")
         else:
+            text, proposals = split_facts(text)
+            self._add_proposed(branch, proposed_facts(job, proposals))
             state_text = render_state(branch.state, _goal(branch.messages), self.policies[prepared.policy].state)
             result = Summary(job.start, job.through, job.through_hash, text, verify(job, text, state_text))
         self.store.finish_summary(job.session_id, job.claim, result.text, result.check)
         return result
+
+    def _add_proposed(self, branch: Branch, proposals: list[Proposal]) -> None:
+        """Facts the summariser proposed and verification found word for word in the outputs they cite: into the
+        ledger (stored at the message that holds them), as a tool output's facts."""
+        facts: list[tuple[str, Fact, str | None]] = []
+        for proposal in proposals:
+            turn = proposal.turn
+            if turn >= len(branch.refs) or branch.refs[turn] != proposal.ref:
+                continue  # the branch is not the path the job read
+            kind = RULE if proposal.kind == "rule" else OUTCOME
+            fact = Fact(kind, f"proposed: {normalize(proposal.quote)[:160]}", proposal.quote, turn, proposal.ref, "tool")
+            key = (fact.kind, fact.key)
+            if key in branch.state.facts:
+                continue
+            facts.append((branch.hashes[turn], fact, branch.fact_nodes.get(key)))
+            branch.fact_nodes[key] = branch.hashes[turn]
+            branch.state.apply_fact(fact)
+        if facts:
+            model, policy = branch.recorded_as
+            self.store.record(branch.scope(), [], facts, [], model, policy, len(branch.messages))
 
     def _tail(self, branch: Branch, goal: str, policy: Policy, budget: Budget, after_compaction: bool,
               retrieved: str = "", frozen: Epoch | None = None) -> tuple[Message | None, int]:

@@ -148,6 +148,9 @@ class SummarizerRules:
     precompute_ratio: float = setting(0.7, "start summarising in the background past this share of the room", min=0.05, max=1.0)
     timeout_s: float = setting(30.0, "a summary not ready this long after it started is dropped (the digest is used)", min=0.1)
     max_tokens: int = setting(500, "longest summary", min=32)
+    propose_facts: bool = setting(
+        True, "with mode llm: the summariser also proposes facts the removed tool outputs state (rules, outcomes); "
+        "one enters the task state only if its words occur verbatim in the output it cites")
 
 
 @dataclass(frozen=True)

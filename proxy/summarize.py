@@ -37,6 +37,17 @@ SYSTEM_PROMPT = (
     "not be repeated. Use only facts that appear in the turns or the previous summary; never invent numbers, ids, "
     "paths or amounts. Do not restate the task state, which is kept separately. Be brief: short bullet points."
 )
+FACTS_PROMPT = (
+    " Then, if the tool outputs below state facts the task may turn on that the task state lacks (a rule a "
+    "maintainer or a document sets, an outcome such as an error code, a first bad commit or an approval's status, a "
+    "figure being compared), list them after a line `FACTS:`, one per line as `- [ref:ID] rule: <words>` or "
+    "`- [ref:ID] outcome: <words>`, the words copied exactly from that output. List nothing you cannot quote."
+)
+FACTS_MARK = "FACTS:"
+MAX_PROPOSED_FACTS = 10
+MAX_QUOTE_CHARS = 300
+_PROPOSAL = re.compile(r"^\s*[-*]\s*\[ref:(?P<ref>[0-9a-f]{6,64})\]\s*(?P<kind>rule|outcome)\s*:\s*(?P<quote>\S.*)$")
+_OUTPUT_HEADER = re.compile(r"^\[turn (?P<turn>\d+)\] .* output \[ref:(?P<ref>[0-9a-f]{6,64})\]:$", re.M)
 TOOL_OUTPUT_CHARS = 1500  # of each tool output shown to the summariser
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)+(?![\w.])|(?<![\w.])\d{2,}(?![\w.])")
 _AMOUNT = re.compile(r"[$€£¥]\s?\d[\d,]*(?:\.\d+)?")
@@ -77,7 +88,7 @@ def render_turns(conversation: Conversation, indices: Sequence[int]) -> str:
     for index in indices:
         message = conversation.messages[index]
         text = message_text(message)
-        if is_tool_result(message):
+        if conversation.is_output(index):  # a tool result, or an observation a text-based agent got
             if len(text) > TOOL_OUTPUT_CHARS:
                 text = text[: TOOL_OUTPUT_CHARS // 2] + "\n…\n" + text[-TOOL_OUTPUT_CHARS // 2:]
             lines.append(f"[turn {index}] {conversation.tool_names[index] or 'tool'} output [ref:{conversation.refs[index]}]:"
@@ -90,7 +101,7 @@ def render_turns(conversation: Conversation, indices: Sequence[int]) -> str:
 
 
 def job_for(conversation: Conversation, session_id: str, removed: Sequence[int], previous: str, start: int,
-            state_text: str, model: str, max_tokens: int) -> Job | None:
+            state_text: str, model: str, max_tokens: int, propose_facts: bool = False) -> Job | None:
     """The job summarising the removed turns after `start`, or None when there is nothing new to summarise."""
     fresh = [index for index in removed if index > start]
     if not fresh:
@@ -100,9 +111,51 @@ def job_for(conversation: Conversation, session_id: str, removed: Sequence[int],
               + (f"Previous summary (merge it in):\n{previous}\n\n" if previous else "")
               + f"Turns to summarise:\n{source}")
     body = {"model": model, "max_tokens": max_tokens, "temperature": 0,
-            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]}
+            "messages": [{"role": "system", "content": SYSTEM_PROMPT + (FACTS_PROMPT if propose_facts else "")},
+                         {"role": "user", "content": prompt}]}
     through = fresh[-1]
     return Job(session_id, start, through, conversation.hashes[through], previous, source, body)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A fact the summariser proposed and the output it cites holds word for word."""
+
+    kind: str  # "rule" | "outcome" (records.RULE, records.OUTCOME)
+    quote: str
+    ref: str
+    turn: int
+
+
+def split_facts(text: str) -> tuple[str, list[str]]:
+    """The summary, and the lines after its `FACTS:` line (none when there is no such line)."""
+    head, mark, tail = text.partition("\n" + FACTS_MARK)
+    if not mark and text.startswith(FACTS_MARK):
+        head, tail = "", text[len(FACTS_MARK):]
+    return head.rstrip(), [line for line in tail.splitlines() if line.strip()]
+
+
+def proposed_facts(job: Job, lines: Sequence[str]) -> list[Proposal]:
+    """The proposed facts whose words occur verbatim (spacing aside) in the output they cite, as the job showed
+    it: a model may only point at what the system already holds, never add to it."""
+    outputs: dict[str, tuple[int, str]] = {}
+    headers = list(_OUTPUT_HEADER.finditer(job.source))
+    for number, header in enumerate(headers):
+        end = headers[number + 1].start() if number + 1 < len(headers) else len(job.source)
+        outputs[header.group("ref")] = (int(header.group("turn")), flat(job.source[header.end():end]))
+    found: list[Proposal] = []
+    for line in lines:
+        match = _PROPOSAL.match(line)
+        if match is None or match.group("ref") not in outputs:
+            continue
+        quote = match.group("quote").strip().strip('"“”')
+        turn, output = outputs[match.group("ref")]
+        if len(quote) > MAX_QUOTE_CHARS or len(quote.split()) < 3 or flat(quote) not in output:
+            continue
+        found.append(Proposal(match.group("kind"), quote, match.group("ref"), turn))
+        if len(found) >= MAX_PROPOSED_FACTS:
+            break
+    return found
 
 
 def claims(text: str) -> set[str]:

@@ -224,7 +224,21 @@ def fake_summary(body: dict[str, Any]) -> str:
         elif " output [ref:" in head and ("Error" in block or "error" in block):
             failed = next((line for line in block.splitlines() if "rror" in line), "")
             bullets.append(f"- a tool call failed: {failed.strip()[:160]}")
-    return "\n".join(bullets[-24:])
+    facts = [f"- [ref:{ref}] rule: {line.strip()}" for ref, line in _quotable(turns)][:6]
+    return "\n".join(bullets[-24:] + (["FACTS:", *facts] if facts else []))
+
+
+def _quotable(turns: str) -> list[tuple[str, str]]:
+    """(ref, line) of the output lines the fake summariser proposes as facts: those with a rule word."""
+    found: list[tuple[str, str]] = []
+    for block in turns.split("\n[turn ")[1:]:
+        head, _, body = block.partition("\n")
+        if " output [ref:" not in head:
+            continue
+        ref = head.rsplit("[ref:", 1)[1].rstrip("]:")
+        found.extend((ref, line) for line in body.splitlines()
+                     if any(word in line for word in (" must ", " never ", "必须", "不得")) and len(line) < 300)
+    return found
 
 
 def part_variants(default: Policy) -> list[Policy]:
