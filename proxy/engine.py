@@ -441,7 +441,8 @@ class Engine:
         if is_tool_result(messages[-1]):
             outcomes = recent_tool_outcomes(messages, branch.outcomes, branch.tool_names)
             parts.append(failure_advice(branch.state.actions, outcomes))
-        user_text = latest_user_text(messages)
+        # the user's words, not a command's output sent in the user role (a text-based agent's observation)
+        user_text = latest_user_text(messages) if not (branch.observed and branch.observed[-1]) else ""
         if user_text:
             # content in view: messages shown as sent before this user turn (names in workset's digest or
             # placeholders are not content)
