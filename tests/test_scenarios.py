@@ -1,6 +1,7 @@
-"""The six probe scenarios (issue 8, item 5): they load as trace lines, are long in messages and tokens, pair
+"""The probe scenarios (issue 8, item 5; issue 30): they load as trace lines, are long in messages and tokens, pair
 their tool calls, build the same bytes every time, and their probes are honest: each asks late for an item stated
-early, matches nowhere else, and is out of reach of a proxy that keeps only the pinned and the newest messages."""
+early, matches nowhere else, and is out of reach of a proxy that keeps only the pinned and the newest messages. The
+two long coding runs of issue 30 are as messy as real ones, and compact several times before their probes."""
 
 from __future__ import annotations
 
@@ -16,17 +17,27 @@ from pathlib import Path
 
 import pytest
 
+from proxy.cli import load_settings
 from proxy.evaluate.metrics import PROBE_KINDS, probe_checks, readable_text
+from proxy.evaluate.run import agent_turns
 from proxy.evaluate.scenarios import build_all, load
 from proxy.evaluate.scenarios.builder import Scenario
 from proxy.evaluate.scenarios.selfcheck import RECENT_MESSAGES, probe_problems
+from proxy.evaluate.strategies import PolicyStrategy, fake_summary, policy_engine
+from proxy.messages import message_text
 from proxy.tokens import TokenCounter
+from proxy.workingset import COMPACTED_HEADER
 
 ROOT = Path(__file__).resolve().parent.parent
 MIN_HISTORY_TOKENS = 42_000  # each run ends well past 40,000 tokens (a 16,000-token room compacts several times)
 MAX_OUTPUT_TOKENS = 3_000
 MIN_OUTPUT_TOKENS = 300
 MIN_SHARE_OF_LARGE_OUTPUTS = 0.7  # some real outputs are short (a calculator, an ack); most are not
+SCENARIOS = 8
+# issue 30's long coding runs: 60+ tool turns, as long as real coding agents' runs, the seeds' six are shorter
+LONG_RUNS = ("scenario-sdk-coding-invoicekit", "scenario-zh-coding-metricsd")
+MIN_TOOL_TURNS = 60
+LS_ROW = re.compile(r"^[-d][rwx-]{9} +\d+ \S+ \S+ +\d+ ", re.MULTILINE)
 OBSERVATION = re.compile(r"<returncode>-?\d+</returncode>\n<output>\n")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -48,10 +59,10 @@ def outputs(trace: dict) -> list[dict]:
     return [m for m in trace["messages"] if m["role"] == "user" and OBSERVATION.match(m["content"])]
 
 
-def test_load_returns_six_trace_lines(scenarios: list[Scenario]) -> None:
+def test_load_returns_every_scenario_as_a_trace_line(scenarios: list[Scenario]) -> None:
     traces = load()
-    assert len(traces) == 6
-    assert len({trace["id"] for trace in traces}) == 6
+    assert len(traces) == SCENARIOS
+    assert len({trace["id"] for trace in traces}) == SCENARIOS
     for trace in traces:
         assert set(trace) == {"id", "source", "license", "tools", "messages", "probes"}
         assert trace["source"] == "workset scenario" and trace["license"] == "same as workset"
@@ -64,9 +75,48 @@ def test_runs_are_long_in_messages_and_tokens(scenarios: list[Scenario], counter
     for scenario in scenarios:
         trace = scenario.trace
         messages = trace["messages"]
-        assert 60 <= len(messages) <= 120, trace["id"]
+        assert 60 <= len(messages) <= (160 if trace["id"] in LONG_RUNS else 120), trace["id"]
         history = sum(counter.message(m) for m in messages) + counter.tools(trace["tools"])
         assert history >= MIN_HISTORY_TOKENS, (trace["id"], history)
+
+
+def test_the_long_coding_runs_are_as_messy_as_real_ones(scenarios: list[Scenario]) -> None:
+    """60+ tool turns, `ls -la` of 40+ rows several times, a SDK-shaped run (bash, read_file, write_file, gh) and a
+    run whose user writes Chinese."""
+    long_runs = {s.trace["id"]: s.trace for s in scenarios if s.trace["id"] in LONG_RUNS}
+    assert set(long_runs) == set(LONG_RUNS)
+    for trace in long_runs.values():
+        found = outputs(trace)
+        assert len(found) >= MIN_TOOL_TURNS, trace["id"]
+        big_listings = [m for m in found if len(LS_ROW.findall(m["content"])) >= 40]
+        assert len(big_listings) >= 3, trace["id"]
+    names = {tool["function"]["name"] for tool in long_runs[LONG_RUNS[0]]["tools"]}
+    assert names == {"bash", "read_file", "write_file", "gh"}
+    chinese_user_turns = [m for m in long_runs[LONG_RUNS[1]]["messages"] if m["role"] == "user"
+                          and CJK.search(m["content"])]
+    assert len(chinese_user_turns) >= 4
+
+
+def test_the_long_runs_compact_several_times_before_their_probes(scenarios: list[Scenario]) -> None:
+    """Under the default policy (16,000 tokens), each long run is compacted at least three times before its first
+    probe turn: what its probes ask for has been through compactions, not merely fallen out of a window."""
+    config, presets = load_settings(ROOT / "config.yaml")
+    policy = presets[config.policy]
+    counter = TokenCounter()
+    strategy = PolicyStrategy(policy, policy_engine({policy.name: policy}, counter), "gpt-4o",
+                              summarize=fake_summary)
+    for scenario in scenarios:
+        trace = scenario.trace
+        if trace["id"] not in LONG_RUNS:
+            continue
+        first_probe = min(check.turn for check in probe_checks(trace))
+        compacted: set[str] = set()  # each compaction writes a new compacted message
+        for t in agent_turns(trace["messages"]):
+            if t > first_probe:
+                break
+            sent = strategy.forward(trace["id"], trace["messages"][:t], trace["tools"]).messages
+            compacted.update(text for text in map(message_text, sent) if text.startswith(COMPACTED_HEADER))
+        assert len(compacted) >= 3, (trace["id"], len(compacted))
 
 
 def test_tool_outputs_are_sized_like_real_ones(scenarios: list[Scenario], counter: TokenCounter) -> None:

@@ -1,5 +1,5 @@
 """`workset eval TRACES... [--policy NAME_OR_PATH ...] [--baselines] [--limit N] [--json PATH] [--plot PATH.png]
-[--text-agent] [--show-missed] [--format chat|anthropic|responses]`; the word `scenarios` as a trace argument (when
+[--text-agent] [--show-missed] [--per-trace] [--format chat|anthropic|responses]`; the word `scenarios` as a trace argument (when
 no such file exists) replays the built-in probe scenarios (proxy.evaluate.scenarios)."""
 
 from __future__ import annotations
@@ -18,8 +18,20 @@ from ..policy import Policy, load_policies
 from ..tokens import TokenCounter
 from .formats import FORMATS
 from .metrics import probe_checks
-from .report import has_probe_checks, markdown_table, missed_lines, plot, probe_table, write_json
-from .run import Evaluation, MessageTokens, agent_turns, evaluate
+from .report import (
+    has_probe_checks,
+    has_swe_checks,
+    has_workset_text,
+    markdown_table,
+    missed_lines,
+    per_trace_table,
+    plot,
+    probe_table,
+    swe_table,
+    text_table,
+    write_json,
+)
+from .run import SWE_REQUESTS, Evaluation, MessageTokens, agent_turns, evaluate
 from .strategies import (
     WIRES,
     ForwardAll,
@@ -71,6 +83,9 @@ def add_parser(commands: Any) -> None:
                              "in another format than chat is named NAME-FORMAT")
     parser.add_argument("--show-missed", action="store_true",
                         help="list the probe checks each strategy missed on stderr (trace, check, kind, why)")
+    parser.add_argument("--per-trace", action="store_true",
+                        help="also print, per trace and strategy, probes kept and the state's tokens and dump rows at "
+                             "the trace's last request")
     parser.set_defaults(handler=main)
 
 
@@ -175,6 +190,15 @@ def main(args: argparse.Namespace) -> int:
         if has_probe_checks(evaluation.rows):
             print(f"\nProbe checks kept, by kind, and tokens forwarded ({name}):\n")
             print(probe_table(evaluation.rows))
+        if has_workset_text(evaluation.rows):
+            print(f"\nWhat workset's own text is made of ({name}; dump rows: lines copying raw output by its form):\n")
+            print(text_table(evaluation.rows))
+        if has_swe_checks(evaluation.rows):
+            print(f"\nSWE checks at the last {SWE_REQUESTS} requests of each coding run ({name}):\n")
+            print(swe_table(evaluation.rows))
+        if args.per_trace:
+            print(f"\nPer trace ({name}):\n")
+            print(per_trace_table(evaluation.rows))
         if args.show_missed:
             for line in missed_lines(name, evaluation.rows):
                 print(line, file=sys.stderr)

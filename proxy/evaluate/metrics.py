@@ -188,3 +188,163 @@ def part_tokens(messages: Iterable[Message], count: Callable[[str], int]) -> dic
             lines.append(line)
         add(part, lines)
     return sizes
+
+
+def workset_sections(messages: Iterable[Message]) -> list[tuple[str | None, str]]:
+    """Every line of workset's own text in one request (the messages whose text starts with its tag), each with
+    the part its "## " section belongs to (None for a message's header, before its first section)."""
+    lines: list[tuple[str | None, str]] = []
+    for message in messages:
+        text = message_text(message)
+        if not text.startswith(WORKSET_TAG):
+            continue
+        part: str | None = None
+        for line in text.split("\n"):
+            if line.startswith("## "):
+                part = part_of(line)
+            lines.append((part, line))
+    return lines
+
+
+# --- dump rows: lines of workset's text that copy raw output by its form rather than state a fact ---------------
+
+_LS_ROW = re.compile(r"[-dlcbps][rwxsStT-]{9}[.+@]?\s+\d+\s+\S+\s+\S+\s+[\d,]+\s+\w{3}\s+\d{1,2}\s+"
+                     r"(\d{1,2}:\d{2}|\d{4})\s+\S")  # `ls -l`: mode, links, owner, group, size, date, name
+_LS_TOTAL = re.compile(r"total \d+$")
+_PIP_ROW = re.compile(r"[A-Za-z][\w.-]*\s{2,}\d+(\.\w+)+(\s+\S+)?$")  # `pip list`: name, padding, version
+_BARE_PATH = re.compile(r"(\.{1,2}/|/|~/)?([\w.@+-]+/)+[\w.@+-]*$|\./[\w.@+-]+$")  # find's output: a path only
+# grep -rn (`path:12: text`), grep -r (`dir/path.py:text`), grep -n or -A/-B in one file (`12: text`, `12- text`)
+_GREP_HIT = re.compile(r"\.?/?[\w.@+/-]*[\w-]\.\w{1,8}[:-]\d+[:-]|\.?/?[\w.@+-]*/[\w.@+/-]*\.\w{1,8}: ?\S|\d+[:-]\s")
+_FRAME = re.compile(r'File "[^"]+", line \d+|Traceback \(most recent call last\)|[\w./-]+\.py:\d+: in \w+')
+_PROGRESS = re.compile(r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s*\[\s*\d+%\]|\S+\s+[.FEsxX]+\s+\[\s*\d+%\]$")
+_LOG = re.compile(
+    r"platform \w+ -- Python \d|collected \d+ items?|collecting \.\.\.|(rootdir|configfile|plugins|cachedir|"
+    r"testpaths|cacheprovider): |={5,}|-{5,} |_{5,} |(Requirement already satisfied|Collecting|Downloading|"
+    r"Installing collected packages|Successfully installed|Using cached|Obtaining|Building wheels? for|"
+    r"Created wheel|Stored in directory|Looking in indexes|Attempting uninstall|Found existing installation|"
+    r"WARNING: Running pip as)\b|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\S*\s+(DEBUG|INFO|WARN|WARNING|ERROR)\b")
+# build files: Makefile variables and recipes, ini/TOML keys with quoted or list values, section headers, targets
+_BUILD = re.compile(r"[A-Z][A-Z0-9_]+\s*[?:+!]?=|[\w.-]+\s*(:=|\?=|\+=)|[a-z_][\w.-]*\s*=\s*([\"'\[{]|>=|file:|"
+                    r"find:|attr:)|\[[\w.\-: \"']+\]$|.*\$[({][A-Z_]+[)}]|\.PHONY\s*:")
+# a Makefile rule, where it cannot be a `label: value` of the state's: a file or pattern target, or make syntax
+_TARGET = re.compile(r"([\w/-]+\.[a-z0-9]{1,4}|\S*[%$]\S*):(\s+[\w./%$()-]+)*$|\S+:.*\$[({]")
+_README = re.compile(r"#{1,6} \S|\[!\[|```|\[[^\]]+\]\([^)]+\)$|\|.*\|$|[=~^-]{4,}$|\.\. \w+::|:\w+: ")
+_SOURCE = re.compile(
+    r"(async def|def|class) \w+|import [\w.]+(\s*,\s*[\w.]+)*( as \w+)?$|from [\w.]+ import |"
+    r"(return|raise|yield|assert|del)( |$)|(pass|break|continue)$|"
+    r"(if|elif|while|for|with|try|except|else|finally)\b.*:$|@\w[\w.]*(\(|$)|(self|cls)\.\w+|"
+    r"\"\"\"|'''|#!/|// |/\* |\*/|[})\]]+;?,?$|[\w.\[\]'\"]+\s*=\s*[\w.]+\(.*\)?$|[\w.]+\(.*\)[,;:]?$|['\"].*['\"],$|"
+    r".*[([{,]$|(const|let|var|func|fn|pub|public|private|static|struct|impl|package) \w")
+# workset's own line shapes, unwrapped to the value they carry
+_ACTION = re.compile(r"(turn \d+ )?\S+ .*? -> (ok|error|exit -?\d+|\w+)?:? ?(exit -?\d+: )?(?P<gist>.*)$")
+_PLACEHOLDER = re.compile(r"\[workset\] \S+ output elided: (?P<gist>.*)$")
+_SAYS = re.compile(r"turn \d+ (assistant|user): (?P<gist>.*)$")
+_SIZE = re.compile(r"\s*\(\d+ lines?(, [\d.]+k? chars)?\)$|\s*\([\d.]+ [kMG]?B\)$")
+_LABEL = re.compile(r"[^\s=:][^=:]{0,79}?( = |: )(\w+=)?")
+_CARD_FIELD = re.compile(r"\w+=")
+_PLAN = re.compile(r"\[[ x]\] ")
+_VERIFIED = re.compile(r".+: (passed|failed)$")
+
+DUMP_KINDS = ("listing", "doc", "grep", "source", "frame", "log")
+
+
+def line_body(line: str) -> str:
+    """A line of workset's text without its bullet and refs (and a cut's ellipsis)."""
+    body = _REF.sub("", line).strip()
+    body = body[2:] if body.startswith("- ") else body
+    return body.rstrip(" …").strip()
+
+
+def raw_kind(text: str, labelled: bool = False) -> str | None:
+    """The kind of raw output a text is by its form, or None. A labelled value (what follows a label the state
+    added) is not counted as a bare path: a state line naming a file is a fact."""
+    if not text:
+        return None
+    if _LS_ROW.match(text) or _LS_TOTAL.match(text) or _PIP_ROW.match(text):
+        return "listing"
+    if not labelled and " " not in text and _BARE_PATH.match(text):
+        return "listing"
+    if _FRAME.match(text):
+        return "frame"
+    if _PROGRESS.search(text) or _LOG.match(text):
+        return "log"
+    if _GREP_HIT.match(text):
+        return "grep"
+    if _BUILD.match(text) or _TARGET.match(text) or _README.match(text):
+        return "doc"
+    if _SOURCE.match(text):
+        return "source"
+    return None
+
+
+def dump_row(line: str) -> str | None:
+    """The kind of raw output (DUMP_KINDS) a line of workset's own text copies, or None when the line is workset's
+    structure (a heading, a section title, a plan item, a digest line) or a fact. Digest and action lines
+    (`turn 12 bash ARGS -> ok: GIST`) and placeholders of elided outputs are judged by their gist, labelled
+    lines (`label = value`, `label: value`, a card's `field=value`) by their whole text, then by their value."""
+    body = line_body(line)
+    if not body or line.startswith("## ") or (body.endswith(":") and not line.lstrip().startswith("- ")):
+        return None
+    if _PLAN.match(body) or _VERIFIED.match(body) or _SAYS.match(body):
+        return None  # an item, a verification, a digest line of what the agent or user said: workset's structure
+    found = _PLACEHOLDER.match(body) or (_ACTION.match(body) if " -> " in body else None)
+    if found:
+        return raw_kind(_SIZE.sub("", found.group("gist")).strip())
+    kind = raw_kind(body)
+    if kind is not None:
+        return kind
+    label = _LABEL.match(body)
+    if label is None:
+        return None
+    value = body[label.end():].strip()
+    return raw_kind(value, labelled=True)
+
+
+def task_copy(line: str, task_text: str) -> bool:
+    """Whether a state line's value is a copy of the task message's text (which is forwarded verbatim anyway):
+    its body, or its value after a `Label: ` prefix, of 20+ characters, found in the task, compared flat."""
+    body = line_body(line)
+    label = _LABEL.match(body)
+    candidates = [body] + ([body[label.end():]] if label else [])
+    folded = flat(task_text.replace("*", ""))
+    return any(len(text) >= 20 and flat(text.replace("*", "")) in folded for text in candidates)
+
+
+@dataclass(frozen=True)
+class TextCounts:
+    """What workset's own text in one request is made of: its lines, the dump rows among them (by kind), and of the
+    task state's lines, how many are dump rows and how many copy the task."""
+
+    lines: int = 0
+    dump_rows: int = 0
+    kinds: tuple[tuple[str, int], ...] = ()
+    state_lines: int = 0
+    state_dump_rows: int = 0
+    state_task_copies: int = 0
+
+
+def is_state_item(line: str) -> bool:
+    """A line of the task state that carries content: not its heading, not a section title."""
+    stripped = line.strip()
+    if not stripped or stripped.startswith("## "):
+        return False
+    return stripped.startswith("- ") or not stripped.endswith(":")
+
+
+def text_counts(sections: Sequence[tuple[str | None, str]], task_text: str = "") -> TextCounts:
+    """TextCounts of workset's lines (from workset_sections)."""
+    kinds: dict[str, int] = {}
+    lines = dump = state = state_dump = copies = 0
+    for part, line in sections:
+        if not line.strip():
+            continue
+        lines += 1
+        kind = dump_row(line)
+        if kind is not None:
+            dump += 1
+            kinds[kind] = kinds.get(kind, 0) + 1
+        if part == "state" and is_state_item(line):
+            state += 1
+            state_dump += kind is not None
+            copies += bool(task_text) and kind is None and task_copy(line, task_text)
+    return TextCounts(lines, dump, tuple(sorted(kinds.items())), state, state_dump, copies)

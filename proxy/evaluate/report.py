@@ -81,6 +81,70 @@ def by_kind(kind: str) -> Callable[[Row], str]:
     return lambda row: fraction(row.probes_by_kind.get(kind, (0, 0)))
 
 
+def has_workset_text(rows: Sequence[Row]) -> bool:
+    return any(row.workset_requests for row in rows)
+
+
+def dump_kinds_cell(row: Row) -> str:
+    """Dump rows by kind, summed over requests, largest first."""
+    kinds = sorted(row.dump_kinds.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{kind} {number:,}" for kind, number in kinds) or "-"
+
+
+def text_table(rows: Sequence[Row]) -> str:
+    """What workset's own text is made of, per strategy that writes some: dump rows (lines copying raw output by
+    its form) per request, and the task state's lines that are dump rows or copies of the task message."""
+    columns: list[Column] = [
+        ("strategy", field_cell("policy", "{}")),
+        ("requests with workset text", field_cell("workset_requests", "{:,}")),
+        ("dump rows mean", field_cell("dump_rows_mean", "{:,.1f}")),
+        ("dump rows max", field_cell("dump_rows_max", "{:,}")),
+        ("dump rows by kind", dump_kinds_cell), ("state lines", field_cell("state_lines", "{:,}")),
+        ("state: dump rows", field_cell("state_dump_share", "{:.1%}")),
+        ("state: task copies", field_cell("state_task_copy_share", "{:.1%}")),
+        ("state tok mean/max", part_size("state")),
+    ]
+    return markdown_table([row for row in rows if row.workset_requests], columns)
+
+
+def has_swe_checks(rows: Sequence[Row]) -> bool:
+    return any(row.swe.get("requests") for row in rows)
+
+
+def swe_cell(share: str, part: str, whole: str) -> Callable[[Row], str]:
+    """A share of the SWE checks with its counts: `87.5% (14/16)`."""
+    def cell(row: Row) -> str:
+        value = row.swe.get(share)
+        return "-" if value is None else f"{value:.1%} ({row.swe.get(part, 0)}/{row.swe.get(whole, 0)})"
+
+    return cell
+
+
+def swe_table(rows: Sequence[Row]) -> str:
+    """The SWE checks at the last requests of each coding run (proxy/evaluate/swe.py)."""
+    columns: list[Column] = [
+        ("strategy", field_cell("policy", "{}")),
+        ("requests (with state)", lambda row: f"{row.swe.get('requests', 0)} ({row.swe.get('stated', 0)})"),
+        ("changed files in state", swe_cell("files_in_state", "files_named", "files")),
+        ("repo files in state", swe_cell("repo_files_in_state", "repo_files_named", "repo_files")),
+        ("decision in view", swe_cell("decision_kept", "decisions_kept", "decisions")),
+        ("false passes", swe_cell("false_pass_share", "false_passes", "passes")),
+    ]
+    return markdown_table([row for row in rows if row.swe.get("requests")], columns)
+
+
+def per_trace_table(rows: Sequence[Row]) -> str:
+    """One line per trace and strategy: probes kept, and the state's tokens and dump rows at its last request."""
+    lines = ["| trace | strategy | probes kept | state tok (last) | dump rows (last) |",
+             "| --- | --- | --- | --- | --- |"]
+    for row in rows:
+        for item in row.per_trace:
+            kept = fraction((item["probes_kept"], item["probes_checked"]))
+            lines.append(f"| {item['trace']} | {row.policy} | {kept} | {item['state_tokens']:,} "
+                         f"| {item['dump_rows']:,} |")
+    return "\n".join(lines)
+
+
 def missed_lines(name: str, rows: Sequence[Row]) -> list[str]:
     """One tab-separated line per probe check a strategy missed: dataset, strategy, trace, check, kind, why."""
     return ["\t".join(("missed", name, row.policy, item["trace"], item["check"], item["kind"], item["why"]))

@@ -18,9 +18,10 @@ from ..ingest import extract_at
 from ..messages import message_text
 from ..records import CONSTRAINT, Message
 from ..tokens import TokenCounter
-from ..workingset import STATE_PREFIX, Pairing, first_user
+from ..workingset import STATE_PREFIX, WORKSET_TAG, Pairing, first_user
 from .metrics import (
     ProbeCheck,
+    TextCounts,
     cached_cost,
     flat,
     identifiers,
@@ -31,8 +32,13 @@ from .metrics import (
     probe_turns,
     probe_values,
     readable_text,
+    text_counts,
+    workset_sections,
 )
 from .strategies import Strategy
+from .swe import looks_like_coding, swe_check
+
+SWE_REQUESTS = 3  # the SWE checks look at each coding run's last requests, where the agent writes and submits
 
 
 @dataclass
@@ -65,6 +71,18 @@ class Row:
     probe_turn_tokens_vs_none: float | None = None
     # tokens of workset's state, digest, names index... over the requests that carry each: {mean, max, requests}
     parts: dict[str, dict[str, float]] = field(default_factory=dict)
+    # workset's own text, over the requests that carry some: lines that copy raw output by its form (dump rows)
+    workset_requests: int = 0
+    dump_rows_mean: float | None = None
+    dump_rows_max: int = 0
+    dump_kinds: dict[str, int] = field(default_factory=dict)  # kind -> rows, summed over requests
+    state_lines: int = 0  # the task state's content lines, summed over requests
+    state_dump_share: float | None = None  # of those, dump rows
+    state_task_copy_share: float | None = None  # of those, copies of the task message (forwarded anyway)
+    # coding runs, at their last SWE_REQUESTS requests (see swe.py)
+    swe: dict[str, float | int | None] = field(default_factory=dict)
+    # per trace: probes kept and checked, the state's tokens and dump rows at its last request
+    per_trace: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -84,10 +102,20 @@ class _Tally:
     missed: list[dict[str, str]] = field(default_factory=list)
     probe_tokens: int = 0
     parts: dict[str, list[int]] = field(default_factory=dict)  # part -> [sum, requests, max]
+    workset_requests: int = 0
+    dump_rows: list[int] = field(default_factory=lambda: [0, 0])  # [sum, max]
+    dump_kinds: dict[str, int] = field(default_factory=dict)
+    state: list[int] = field(default_factory=lambda: [0, 0, 0])  # [lines, dump rows, task copies]
+    swe: dict[str, int] = field(default_factory=dict)  # see _SweTally
+    per_trace: list[dict[str, Any]] = field(default_factory=list)
     pairing: int = 0
     over: int = 0
     compactions: int = 0
     seconds: float = 0.0
+
+    def probes_total(self) -> tuple[int, int]:
+        """Probe checks kept and checked so far, over every kind."""
+        return sum(kept for kept, _ in self.checks.values()), sum(checked for _, checked in self.checks.values())
 
 
 @dataclass
@@ -141,6 +169,10 @@ def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], c
         expected = _TraceExpectations(trace)
         previous: dict[str, list[Message] | None] = {s.name: None for s in strategies}
         peaks = {s.name: 0 for s in strategies}
+        last = {s.name: TraceLast() for s in strategies}
+        kept_before = {s.name: list(tallies[s.name].probes_total()) for s in strategies}
+        counted = _TextCounter(message_text(messages[expected.task]) if expected.task is not None else "")
+        swe_turns = set(turns[-SWE_REQUESTS:]) if looks_like_coding(messages) else set()
         for t in turns:
             request = messages[:t]
             checks = expected.at(t)
@@ -166,15 +198,25 @@ def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], c
                 tally.pairing += not Pairing().feed(sent).complete
                 checks.score(sent, tally)
                 tally.probe_tokens += total if checks.probe_checks else 0
-                for part, tokens in part_tokens(sent, counter.cached_text).items():
+                parts = part_tokens(sent, counter.cached_text)
+                for part, tokens in parts.items():
                     held = tally.parts.setdefault(part, [0, 0, 0])
                     held[0], held[1], held[2] = held[0] + tokens, held[1] + 1, max(held[2], tokens)
+                dump_rows = counted.add(sent, tally)
+                last[strategy.name] = TraceLast(parts.get("state", 0), dump_rows)
+                if t in swe_turns:
+                    _add_swe(tally, request, sent)
                 previous[strategy.name] = sent
                 records[strategy.name].append(TurnRecord(trace["id"], t, total))
             progress(1)
         for strategy in strategies:
-            tallies[strategy.name].traces += 1
-            tallies[strategy.name].peaks.append(peaks[strategy.name])
+            tally = tallies[strategy.name]
+            tally.traces += 1
+            tally.peaks.append(peaks[strategy.name])
+            kept, checked = (now - before for now, before in zip(tally.probes_total(), kept_before[strategy.name]))
+            tally.per_trace.append({"trace": str(trace["id"]), "probes_kept": kept, "probes_checked": checked,
+                                    "state_tokens": last[strategy.name].state_tokens,
+                                    "dump_rows": last[strategy.name].dump_rows, "coding": bool(swe_turns)})
     rows = [_row(strategy, tallies[strategy.name]) for strategy in strategies]
     reference = next((row for row in rows if row.policy == "none"), None)
     for row in rows:
@@ -193,6 +235,86 @@ def _extends(before: list[Message], after: list[Message]) -> bool:
         return True
     live_state = bool(before) and message_text(before[-1]).startswith(STATE_PREFIX)
     return live_state and leading_identical(before[:-1], after) == len(before) - 1
+
+
+@dataclass(frozen=True)
+class TraceLast:
+    """A strategy's figures at the latest request of a trace."""
+
+    state_tokens: int = 0
+    dump_rows: int = 0
+
+
+class _TextCounter:
+    """TextCounts of workset's messages in one trace (the task is the trace's), counted once per message text:
+    the compacted message recurs unchanged until the next compaction."""
+
+    def __init__(self, task_text: str) -> None:
+        self.task_text = task_text
+        self._by_text: dict[str, TextCounts] = {}
+
+    def counts(self, message: Message) -> TextCounts:
+        text = message_text(message)
+        held = self._by_text.get(text)
+        if held is None:
+            held = self._by_text[text] = text_counts(workset_sections([message]), self.task_text)
+        return held
+
+    def add(self, sent: Sequence[Message], tally: _Tally) -> int:
+        """Adds one request's counts to the tally; returns its dump rows."""
+        mine = [self.counts(m) for m in sent if message_text(m).startswith(WORKSET_TAG)]
+        if not mine:
+            return 0
+        rows = sum(c.dump_rows for c in mine)
+        tally.workset_requests += 1
+        tally.dump_rows[0] += rows
+        tally.dump_rows[1] = max(tally.dump_rows[1], rows)
+        for counts in mine:
+            for kind, number in counts.kinds:
+                tally.dump_kinds[kind] = tally.dump_kinds.get(kind, 0) + number
+            tally.state[0] += counts.state_lines
+            tally.state[1] += counts.state_dump_rows
+            tally.state[2] += counts.state_task_copies
+        return rows
+
+
+SWE_KEYS = ("requests", "stated", "files", "files_named", "repo_files", "repo_files_named", "decisions",
+            "decisions_kept", "passes", "false_passes")
+
+
+def _add_swe(tally: _Tally, request: Sequence[Message], sent: Sequence[Message]) -> None:
+    """One of a coding run's last requests: files changed (counted where the request carries a task state: with
+    none, nothing was removed), the decision's key sentence, and the state's `passed` lines."""
+    state_lines = [line for part, line in workset_sections(sent) if part == "state"]
+    check = swe_check(request, sent, state_lines)
+    swe = tally.swe
+    for key in SWE_KEYS:
+        swe.setdefault(key, 0)
+    swe["requests"] += 1
+    if state_lines:
+        swe["stated"] += 1
+        swe["files"] += check.files
+        swe["files_named"] += check.files_named
+        swe["repo_files"] += check.repo_files
+        swe["repo_files_named"] += check.repo_files_named
+    if check.decision is not None:
+        swe["decisions"] += 1
+        swe["decisions_kept"] += check.decision
+    swe["passes"] += check.passes
+    swe["false_passes"] += check.false_passes
+
+
+def swe_figures(counts: dict[str, int]) -> dict[str, float | int | None]:
+    """The SWE checks' figures from their counts: shares where they have a denominator."""
+    if not counts:
+        return {}
+
+    def share(part: str, whole: str) -> float | None:
+        return round(counts[part] / counts[whole], 4) if counts[whole] else None
+
+    return {**counts, "files_in_state": share("files_named", "files"),
+            "repo_files_in_state": share("repo_files_named", "repo_files"),
+            "decision_kept": share("decisions_kept", "decisions"), "false_pass_share": share("false_passes", "passes")}
 
 
 def _row(strategy: Strategy, tally: _Tally) -> Row:
@@ -215,6 +337,12 @@ def _row(strategy: Strategy, tally: _Tally) -> Row:
         probes_missed=tally.missed, probe_turn_tokens=tally.probe_tokens,
         parts={part: {"mean": round(total / requests, 1), "max": peak, "requests": requests}
                for part, (total, requests, peak) in sorted(tally.parts.items())},
+        workset_requests=tally.workset_requests,
+        dump_rows_mean=round(tally.dump_rows[0] / tally.workset_requests, 1) if tally.workset_requests else None,
+        dump_rows_max=tally.dump_rows[1], dump_kinds=dict(sorted(tally.dump_kinds.items())),
+        state_lines=tally.state[0], state_dump_share=share([tally.state[1], tally.state[0]]),
+        state_task_copy_share=share([tally.state[2], tally.state[0]]), swe=swe_figures(tally.swe),
+        per_trace=tally.per_trace,
     )
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import analysis, coding, incident, migration, procurement, refund
+from . import analysis, coding, incident, migration, procurement, refund, sdkcoding, zhcoding
 from .builder import Scenario
 
-MODULES = (procurement, coding, incident, refund, analysis, migration)
+MODULES = (procurement, coding, incident, refund, analysis, migration, sdkcoding, zhcoding)
 
 
 def build_all() -> list[Scenario]:
