@@ -42,6 +42,9 @@ OUTCOME = "outcome"
 # A row of a tool output (an entity or a `key: value` line) kept for when the dialogue singles it out: key is
 # "<kind>:<key>" of the fact it becomes then (see TaskState.apply_fact); never shown before.
 CANDIDATE = "candidate"
+# A numeric column of a small table a tool output printed (a benchmark's summary), as a candidate: key is the
+# column's header word ("p95"), value the figures side by side ("p95_ms: 256=91.6; 512=87.3").
+COLUMN = "column"
 # A file the agent changed (a successful write, edit or patch): key is the path, value what was done.
 CHANGED = "file_changed"
 

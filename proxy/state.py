@@ -20,6 +20,7 @@ from .records import (
     APPROVAL,
     CANDIDATE,
     CHANGED,
+    COLUMN,
     CONSTRAINT,
     DATE,
     IDENTIFIER,
@@ -194,7 +195,7 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     # What room is left goes first to the agent's conclusions (decisions, what failed, what it worked out), then
     # to key facts of tool outputs, then to completed items: the seeds' order of value.
     optional: list[tuple[str, list[str]]] = [] if brief else [
-        (OUTCOMES, _newest(state.of_kind(OUTCOME), rules.max_outcomes, 400)),
+        (OUTCOMES, _newest(state.of_kind(OUTCOME) + _named_columns(state, focus), rules.max_outcomes, 400)),
         (DECISIONS, _newest(state.of_kind(DECISION), rules.max_decisions, 300)),
         (FINDINGS, _newest(state.of_kind(FINDING), rules.max_findings, 240)),
         (FAILED, _newest(state.of_kind(FAILURE), rules.max_failures, 240)
@@ -293,6 +294,16 @@ FAILED = "Learned the hard way (failed approaches and limits; do not repeat as i
 CHANGE_SECTIONS = frozenset({RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, VERIFIED})
 SECTION_ORDER = (CONSTRAINTS, RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, FAILED, FINDINGS, VERIFIED,
                  COMPLETED, FACTS)
+
+
+def _named_columns(state: TaskState, focus: str) -> list[Fact]:
+    """The table columns of tool outputs whose header the dialogue names ("p95", "吞吐"), oldest first: the
+    figures the user or agent compares, side by side and exact."""
+    dialogue = focus.split("\0", 1)[-1].lower()
+    if not dialogue:
+        return []
+    named = [fact for (kind, key), fact in state.candidates.items() if kind == COLUMN and key in dialogue]
+    return sorted(named, key=lambda fact: fact.turn)
 
 
 def _approval_line(fact: Fact) -> str:

@@ -185,3 +185,42 @@ def _state_of(facts: tuple) -> TaskState:  # type: ignore[type-arg]
     for fact in facts:
         state.apply_fact(fact)
     return state
+
+
+BENCH = """invoicekit bench_render  n=5000 invoices
+candidate                                   p50 ms   p95 ms   p99 ms   MB/s
+------------------------------------------ -------- -------- -------- -------
+baseline (3.4.0)                              201.4    388.9    502.3     9.1
+A: memo dict per invoice                      214.9    412.7    547.1    10.2
+B: precomputed rate table                     206.3    398.2    519.8     8.7
+total wall time: 71.2s
+"""
+
+
+def test_the_column_the_dialogue_names_is_a_fact_with_every_candidates_figure_side_by_side() -> None:
+    messages = [
+        {"role": "system", "content": "agent"}, {"role": "user", "content": "Make render faster."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "make bench"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": BENCH},
+        {"role": "assistant", "content": "B wins at p95 and allocates less. Decision: going with candidate B."},
+    ]
+    state = TaskState()
+    for index in range(len(messages)):
+        state.apply(extract_at(messages, index, f"ref{index}", 1).extraction)
+    dialogue = "Make render faster.\0" + messages[4]["content"]
+    text = render_state(state, "faster", StateRules(), focus=dialogue)
+    assert "p95 ms: baseline (3.4.0)=388.9; A: memo dict per invoice=412.7; B: precomputed rate table=398.2" in text
+    assert "p99" not in text  # a column nobody named stays in the output, recalled by ref
+    assert "412.7" not in render_state(state, "faster", StateRules(), focus="Make render faster.\0nothing")
+
+
+def test_json_inside_a_shell_tools_wrapper_is_read_as_json() -> None:
+    from proxy.records import APPROVAL
+
+    body = json.dumps({"changes": [{"id": "APR-20931", "state": "approved", "approved_by": "Wang Lei",
+                                    "scope": "staging-eu only"}]})
+    output = f"<returncode>0</returncode>\n<output>\nHTTP/1.1 200 OK\ncontent-type: application/json\n\n{body}\n</output>"
+    approvals = [(kind, key, value) for kind, key, value in tool_facts(output, "curl -s -i https://changes/api")
+                 if kind == APPROVAL]
+    assert approvals == [(APPROVAL, "changes APR-20931", "approved; approved_by: Wang Lei; scope: staging-eu only")]

@@ -25,6 +25,7 @@ from ..messages import message_text, tool_calls
 from ..records import (
     APPROVAL,
     CANDIDATE,
+    COLUMN,
     CONSTRAINT,
     DECISION,
     FAILURE,
@@ -42,7 +43,7 @@ from ..records import (
     ToolCall,
 )
 from .actions import command_text, tool_action, tool_output_gist, verification
-from .claims import outcomes, rules
+from .claims import columns, outcomes, rules
 from .evidence import describe
 from .approvals import REQUESTED, approval_answer, approval_subject, stated_approvals, tool_approvals
 from .constraints import constraints
@@ -205,7 +206,8 @@ def _tool(text: str, data: object, call: ToolCall | None, action: Action, stages
     triples += stages.run("claims", lambda: [(RULE, key, value) for key, value in rules(body, evidence, failed)]
                           + [(OUTCOME, key, value) for key, value in outcomes(body, evidence, subject)], [])
     triples += stages.run("facts", lambda: [(CANDIDATE, f"{kind}:{key}", value)
-                                            for kind, key, value in text_facts(body)], [])
+                                            for kind, key, value in text_facts(body)]
+                          + [(CANDIDATE, f"{COLUMN}:{token}", line) for token, line in columns(body)], [])
     return triples
 
 

@@ -49,6 +49,7 @@ _NOT_A_RULE = re.compile(
     re.I,
 )
 _TRACEBACK = "Traceback (most recent call last)"
+_LINE_NUMBER = re.compile(r"^\s*\d{1,6}(?:\t|: |  )")  # `cat -n`, `nl`, an editor's read: "    12\t"
 _FIRST_BAD = re.compile(r"\b([0-9a-f]{7,40}) is the first bad commit\b")
 _STATUS_KEYS = frozenset(
     "status state approval approval_status approved approved_by approver approvers decision verdict ticket error "
@@ -128,9 +129,54 @@ def outcomes(text: str, evidence: Evidence, subject: str) -> list[tuple[str, str
     return found + unknowns
 
 
+MAX_TABLE_ROWS = 12  # a longer table is data to recall by ref, not figures to compare side by side
+MIN_TABLE_ROWS = 2
+MAX_COLUMNS = 8
+_CELL_GAP = re.compile(r"\s{2,}|\t")
+_NUMBER_CELL = re.compile(r"^[-+]?\d[\d,]*(?:\.\d+)?\s?(?:%|ms|s|MB|GB|KB|MB/s|x)?$")
+_HEADER_WORD = re.compile(r"[A-Za-z][\w.%/-]{1,24}")
+_GENERIC_HEADERS = frozenset("ms s sec mb kb gb rows count total n name id errors value values unit units".split())
+
+
+def columns(text: str) -> list[tuple[str, str]]:
+    """(header word, line) of each numeric column of the small aligned tables an output ends its work with (a
+    benchmark's or a load test's summary): `p95: 256=91.6; 512=87.3` — the figures of the candidates side by side,
+    exact. They are candidates: a column becomes a fact when the dialogue names its header (see state.py)."""
+    found: list[tuple[str, str]] = []
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines) and len(found) < MAX_COLUMNS * 2:
+        header = [cell for cell in _CELL_GAP.split(lines[index].strip()) if cell]
+        index += 1
+        if len(header) < 3 or any(_NUMBER_CELL.match(cell) for cell in header):
+            continue
+        rows: list[list[str]] = []
+        if index < len(lines) and lines[index].strip() and not lines[index].strip(" -=+|:\t"):
+            index += 1  # the rule under a header
+        while index < len(lines) and len(rows) <= MAX_TABLE_ROWS:
+            cells = [cell for cell in _CELL_GAP.split(lines[index].strip()) if cell]
+            if len(cells) != len(header) or sum(bool(_NUMBER_CELL.match(cell)) for cell in cells[1:]) < 1:
+                break
+            rows.append(cells)
+            index += 1
+        if not MIN_TABLE_ROWS <= len(rows) <= MAX_TABLE_ROWS:
+            continue
+        for column in range(1, min(len(header), MAX_COLUMNS)):
+            word = _HEADER_WORD.match(header[column])
+            token = word.group().split("_")[0].lower() if word else ""
+            if not token or token in _GENERIC_HEADERS or not all(_NUMBER_CELL.match(row[column]) for row in rows):
+                continue
+            values = "; ".join(f"{clip(row[0], 48)}={row[column]}" for row in rows)
+            found.append((token, clip(f"{header[column]}: {values}", MAX_CLAIM_CHARS * 2)))
+    return found
+
+
 def _statement_lines(text: str) -> Iterator[str]:
     """Lines someone wrote as statements: not rows (code, hits, listings, logs), not blobs."""
     for line in text.splitlines():
+        numbered = _LINE_NUMBER.match(line)
+        if numbered is not None:
+            line = line[numbered.end():]  # a file read with its line numbers: its lines are what was written
         stripped = line.strip()
         if not stripped or len(stripped) > MAX_LINE_CHARS or stripped.startswith(("<", "#!", "//", "/*", "*/")):
             continue
@@ -143,4 +189,4 @@ def _has_cjk(text: str) -> bool:
     return any("\u4e00" <= char <= "\u9fff" for char in text)
 
 
-__all__ = ["outcomes", "rules"]
+__all__ = ["columns", "outcomes", "rules"]

@@ -568,9 +568,23 @@ _BLANK_LINE = re.compile(r"\r?\n\r?\n")
 
 def json_body(text: str) -> Any:
     """The JSON of a tool output: the whole text, or the body of an HTTP response printed with its status line and
-    headers (`curl -i`, an http tool): what follows the first blank line."""
+    headers (`curl -i`, an http tool): what follows the first blank line; inside the `<returncode>`/`<output>`
+    wrapper of an agent's shell tool too."""
     data = parse_json(text)
-    return data if data is not None else parse_json(http_body(text))
+    if data is not None:
+        return data
+    text = unwrapped(text)
+    return parse_json(text) if text.lstrip()[:1] in "{[" else parse_json(http_body(text))
+
+
+def unwrapped(text: str) -> str:
+    """A shell tool's output without its `<returncode>N</returncode>` / `<output>` wrapper (mini-swe-agent, SWE-agent
+    style); any other text as it is."""
+    if not text.startswith("<returncode>"):
+        return text
+    start = text.find("<output>", 0, 64)
+    end = text.rfind("</output>")
+    return text[start + len("<output>"):end if end > start else len(text)].strip("\n") if start >= 0 else text
 
 
 def http_body(text: str) -> str:
