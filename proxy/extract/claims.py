@@ -15,10 +15,11 @@ before any pattern, and at most MAX_* claims come from one output.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator
 
 from .evidence import Evidence, row_kind
-from .text import clip, collapse, looks_like_code, normalize, sentences, strip_markup
+from .text import clip, collapse, looks_like_code, normalize, sentences, strip_markup, units
 
 MAX_RULES = 4  # per output: a document stating more is recalled by ref
 MAX_UNKNOWNS = 3
@@ -76,10 +77,12 @@ def rules(text: str, evidence: Evidence, failed: bool = False) -> list[tuple[str
         return []
     found: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for line in _statement_lines(text):
-        if not _RULE.search(line):
+    # sentences of the statement lines' paragraphs and list items, hard wraps joined (a rule of a document is
+    # often wrapped over two lines)
+    for unit in units("\n".join(_statement_lines(text, marks=True))):
+        if not _RULE.search(unit):
             continue
-        for sentence in sentences(line, 16):
+        for sentence in (part.lstrip("#>*-• ").strip() for part in sentences(unit, 16)):
             if not _RULE.search(sentence) or _NOT_A_RULE.search(sentence) or sentence.rstrip().endswith(("?", "？")):
                 continue
             if len(sentence.split()) < MIN_RULE_WORDS and not _has_cjk(sentence):
@@ -108,7 +111,7 @@ def outcomes(text: str, evidence: Evidence, subject: str) -> list[tuple[str, str
                                MAX_CLAIM_CHARS)))
     if evidence.is_rows:
         return found
-    fields: list[str] = []
+    fields: list[tuple[str, str]] = []
     unknowns: list[tuple[str, str]] = []
     lowered = text.lower()
     look_for_unknowns = any(word in lowered for word in _UNKNOWN_WORDS)
@@ -117,15 +120,18 @@ def outcomes(text: str, evidence: Evidence, subject: str) -> list[tuple[str, str
         if match is not None:
             key = collapse(match.group("key")).lower().replace(" ", "_")
             value = collapse(strip_markup(match.group("value")))
-            if key in _STATUS_KEYS and len(fields) < MAX_STATUS_FIELDS:
-                fields.append(f"{collapse(match.group('key'))}: {clip(value, 100)}")
+            if key in _STATUS_KEYS and len(fields) < MAX_STATUS_FIELDS * 2:
+                fields.append((key, f"{collapse(match.group('key'))}: {clip(value, 100)}"))
         if look_for_unknowns and len(unknowns) < MAX_UNKNOWNS and _UNKNOWN.search(line):
             said = clip(collapse(strip_markup(line.strip(" -*•"))), MAX_CLAIM_CHARS)
             unknowns.append((f"not known: {normalize(said)[:MAX_SUBJECT_CHARS]}", said))
-    if fields:
+    # A field that repeats belongs to a list of records (a document's sections, a table), not to one answer
+    counts = Counter(key for key, _ in fields)
+    shown = [field for key, field in fields if counts[key] == 1][:MAX_STATUS_FIELDS]
+    if shown:
         named = clip(subject, MAX_SUBJECT_CHARS)
         found.append((f"status of {named}" if named else "status",
-                      clip(f"{named}: " * bool(named) + "; ".join(fields), MAX_CLAIM_CHARS * 2)))
+                      clip(f"{named}: " * bool(named) + "; ".join(shown), MAX_CLAIM_CHARS * 2)))
     return found + unknowns
 
 
@@ -171,18 +177,29 @@ def columns(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def _statement_lines(text: str) -> Iterator[str]:
-    """Lines someone wrote as statements: not rows (code, hits, listings, logs), not blobs."""
+def _statement_lines(text: str, marks: bool = False) -> Iterator[str]:
+    """Lines someone wrote as statements: not rows (code, hits, listings, logs), not blobs; with `marks`, list and
+    heading marks kept and an empty line where a row was left out (so paragraphs end there)."""
     for line in text.splitlines():
         numbered = _LINE_NUMBER.match(line)
         if numbered is not None:
             line = line[numbered.end():]  # a file read with its line numbers: its lines are what was written
         stripped = line.strip()
-        if not stripped or len(stripped) > MAX_LINE_CHARS or stripped.startswith(("<", "#!", "//", "/*", "*/")):
+        if not stripped or len(stripped) > MAX_LINE_CHARS or stripped.startswith(("<", "#!", "//", "/*", "*/")) \
+                or row_kind(line) is not None or looks_like_code(stripped):
+            if marks:
+                yield ""
             continue
-        if row_kind(line) is not None or looks_like_code(stripped):
-            continue
-        yield stripped.lstrip("#>*-• ").strip()
+        if stripped.startswith('"') and '": ' in stripped[:64]:
+            stripped = _json_line(stripped)  # a line of pretty-printed JSON in a mixed output
+        yield line.rstrip() if marks else stripped.lstrip("#>*-• ").strip()
+
+
+def _json_line(line: str) -> str:
+    """`"description": "Patch release …\\nrelease date: not yet scheduled",` -> its text, escapes undone."""
+    key, _, value = line.partition('": ')
+    value = value.rstrip(",").strip('"').replace("\\n", " ").replace('\\"', '"')
+    return f"{key.strip(chr(34))}: {value}"
 
 
 def _has_cjk(text: str) -> bool:
