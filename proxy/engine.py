@@ -403,7 +403,8 @@ class Engine:
             if cached is None or cached[0] != key:
                 text = self._changes(branch, goal, policy, budget, frozen) if changes and frozen is not None else \
                     render_state(branch.state, goal, rules, rules.quota(budget.room), self.counter.cached_text,
-                                 brief=rules.position == "both", task=first_user(branch.messages))
+                                 brief=rules.position == "both")  # at the tail the task's constraints are repeated:
+                # the seeds put constraints at the head and the tail of what a model reads
                 message = state_message(text) if text else None
                 tokens = self.counter.message(message, generated=True) if message else 0
                 cached = branch.tail_cache = (key, text, message, tokens)

@@ -173,11 +173,11 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     is cut, marked with "…", and ends the list), then to completed items. Objects whose fields all come from
     messages shown verbatim (`in_view`, their indices) are left out: they are in view already. `focus` is what
     the user said, NUL, the dialogue in order (see engine._dialogue). `brief` keeps only what must never be
-    forgotten (the tail reminder when the full state sits at the head). Constraints of the task message (index
-    `task`) are not copied: the task is always forwarded verbatim."""
+    forgotten (the tail reminder when the full state sits at the head). Neither the goal nor the constraints of the
+    task message (index `task`) are copied: the task is always forwarded verbatim."""
     plan = state.of_kind(PLAN)
     essential = ["## Task state (kept by workset from this conversation; values are exact, [ref:ID] can be recalled)"]
-    if goal:
+    if goal and task is None:  # with the task forwarded verbatim, a goal line would only copy its start
         essential.append(f"Goal: {one_line(goal, 300)}")
     sections: dict[str, list[str]] = {
         # never cut: constraints and pending work are never compressed away
