@@ -301,3 +301,12 @@ def test_per_trace_flag_prints_each_trace_and_json_holds_the_new_figures(tmp_pat
     without = subprocess.run([sys.executable, "-m", "proxy", "eval", "scenarios", "--limit", "1", "--policy",
                               "default"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert "| trace | strategy |" not in without.stdout
+
+
+def test_a_text_agents_command_is_its_bash_block_not_a_snippet_in_its_prose() -> None:
+    message = {"role": "assistant", "content": "THOUGHT: The bug is here:\n\n```python\nreturn a + b\n```\n\n"
+                                               "Let me fix it.\n\n```bash\nsed -i 's/a + b/a - b/' pkg/calc.py\n```"}
+    run = [RUN[0], RUN[1], message, {"role": "user", "content": "<returncode>0</returncode>\n<output>\n</output>"}]
+    found = commands(run)
+    assert [c.text for c in found] == ["sed -i 's/a + b/a - b/' pkg/calc.py"]
+    assert changed_files(found) == ["pkg/calc.py"]
