@@ -46,6 +46,8 @@ COUNTER = TokenCounter()
     ("- platform linux -- Python 3.11.9, pytest-8.2.2, pluggy-1.5.0", "log"),
     ("- collected 12 items", "log"),
     ("- Successfully installed pytz-2024.1", "log"),
+    ("- 329.0/329.0 kB 13.2 MB/s eta 0:00:00 [ref:5757f8d754a5]", "log"),
+    ("- mypy_extensions-1.0.0-py3-none-any.whl (106.5 kB) [ref:5757f8d754a5]", "log"),
     ("- src/tidewater/schedule.py:27:    return moment.astimezone(tz)", "grep"),
     ("- ./django/contrib/auth/models.py:from .validators import [ref:362891c8ab35]", "grep"),
     ("- PYTHON ?= python3", "doc"),
@@ -301,3 +303,12 @@ def test_per_trace_flag_prints_each_trace_and_json_holds_the_new_figures(tmp_pat
     without = subprocess.run([sys.executable, "-m", "proxy", "eval", "scenarios", "--limit", "1", "--policy",
                               "default"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert "| trace | strategy |" not in without.stdout
+
+
+def test_a_text_agents_command_is_its_bash_block_not_a_snippet_in_its_prose() -> None:
+    message = {"role": "assistant", "content": "THOUGHT: The bug is here:\n\n```python\nreturn a + b\n```\n\n"
+                                               "Let me fix it.\n\n```bash\nsed -i 's/a + b/a - b/' pkg/calc.py\n```"}
+    run = [RUN[0], RUN[1], message, {"role": "user", "content": "<returncode>0</returncode>\n<output>\n</output>"}]
+    found = commands(run)
+    assert [c.text for c in found] == ["sed -i 's/a + b/a - b/' pkg/calc.py"]
+    assert changed_files(found) == ["pkg/calc.py"]

@@ -222,7 +222,8 @@ _LOG = re.compile(
     r"testpaths|cacheprovider): |={5,}|-{5,} |_{5,} |(Requirement already satisfied|Collecting|Downloading|"
     r"Installing collected packages|Successfully installed|Using cached|Obtaining|Building wheels? for|"
     r"Created wheel|Stored in directory|Looking in indexes|Attempting uninstall|Found existing installation|"
-    r"WARNING: Running pip as)\b|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\S*\s+(DEBUG|INFO|WARN|WARNING|ERROR)\b")
+    r"WARNING: Running pip as)\b|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\S*\s+(DEBUG|INFO|WARN|WARNING|ERROR)\b|"
+    r"[━\s]*[\d.]+/[\d.]+ [kMG]?B [\d.]+ [kMG]?B/s eta |[\w.-]+\.(whl|tar\.gz) \([\d.]+ [kMG]?B\)")
 # build files: Makefile variables and recipes, ini/TOML keys with quoted or list values, section headers, targets
 _BUILD = re.compile(r"[A-Z][A-Z0-9_]+\s*[?:+!]?=|[\w.-]+\s*(:=|\?=|\+=)|[a-z_][\w.-]*\s*=\s*([\"'\[{]|>=|file:|"
                     r"find:|attr:)|\[[\w.\-: \"']+\]$|.*\$[({][A-Z_]+[)}]|\.PHONY\s*:")

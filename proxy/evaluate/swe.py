@@ -19,7 +19,9 @@ from ..records import Message
 from .metrics import flat, message_texts
 
 SHELL_TOOLS = frozenset({"bash", "shell", "execute_bash", "run_shell_command", "terminal", "run"})
-_BLOCK = re.compile(r"```(?:bash|sh|shell)?\n(.*?)```", re.DOTALL)
+# a text agent's command: a fenced block opened on its own line with a shell's name (not a python block in prose)
+_BLOCK = re.compile(r"^```(?:bash|sh|shell)[ \t]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+_FENCE = re.compile(r"^```[\w+-]*[ \t]*\n.*?^```", re.DOTALL | re.MULTILINE)
 _RETURNCODE = re.compile(r"\s*<returncode>(-?\d+)</returncode>")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 _CD = re.compile(r"(?:^|&&|;|\n)\s*cd\s+(\S+)")
@@ -322,7 +324,7 @@ def is_source(path: str) -> bool:
 
 def prose(message: Message) -> str:
     """An agent message's own words: its text without command blocks or a THOUGHT: label."""
-    text = _BLOCK.sub(" ", message_text(message)).strip()
+    text = _FENCE.sub(" ", message_text(message)).strip()
     return text.removeprefix("THOUGHT:").strip()
 
 

@@ -1,5 +1,6 @@
-"""Six long probe scenarios written from the seeds (issue 8, item 5): deterministic agent runs in the format of a
-line of /work/shared/traces/*.jsonl.gz, each with probe checks late in the run for items stated early.
+"""Long probe scenarios: six written from the seeds (issue 8, item 5) and two coding runs as long and messy as
+real ones (issue 30): deterministic agent runs in the format of a line of /work/shared/traces/*.jsonl.gz, each
+with probe checks late in the run for items stated early.
 
 `load()` is what `workset eval` reads; `build_all()` also returns where each probed item is stated, for the
 self-check in selfcheck.py."""
@@ -19,5 +20,5 @@ def build_all() -> list[Scenario]:
 
 
 def load() -> list[dict[str, Any]]:
-    """The six traces: {"id", "source", "license", "tools", "messages", "probes": {"checks": [...]}}."""
+    """The traces: {"id", "source", "license", "tools", "messages", "probes": {"checks": [...]}}."""
     return [scenario.trace for scenario in build_all()]
