@@ -397,7 +397,10 @@ class Engine:
         changes = rules.position == "head" and frozen is not None and bool(frozen.head_state) and \
             rules.changes_max_tokens > 0
         if changes or (rules.position != "head" and (after_compaction or rules.before_compaction)):
-            self.sessions.settle(branch)
+            if not changes:
+                self.sessions.settle(branch)
+            # the changes are read from the state as of the last settled request (one turn late at most): settling
+            # this request's messages waits until the provider has it
             key = (branch.state.version, policy.name, budget.room, goal[:64], frozen.key if frozen else "")
             cached = branch.tail_cache
             if cached is None or cached[0] != key:

@@ -156,6 +156,9 @@ def test_after_a_compaction_the_tail_says_what_changed_and_the_prefix_stays(tmp_
     head = next(i for i, m in enumerate(previous) if "fix previous_run" in str(m.get("content")) and i > 1)
     assert "Task state changes" not in str(previous[-1]["content"])
     messages += [{"role": "assistant", "content": "fix previous_run done."}, {"role": "user", "content": "go on"}]
+    eng.settle(eng.prepare({"model": "m", "messages": messages}, "caller", "s", "p"))
+    # the changes come from the state as of the last settled request (settling waits until the provider has it)
+    messages += [{"role": "assistant", "content": "Going on."}, {"role": "user", "content": "ok"}]
     after = eng.prepare({"model": "m", "messages": messages}, "caller", "s", "p")
     sent = after.body["messages"]
     assert not after.compacted and sent[:head + 1] == previous[:head + 1]  # the frozen state, byte for byte
