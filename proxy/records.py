@@ -34,8 +34,17 @@ FAILURE = "failure"
 # conclusion ("Root cause: …"; key: the normalized sentence); value: the sentence as written.
 FINDING = "finding"
 
+# A file a successful tool call changed: key is its path (relative to the directory the command went to, case kept),
+# value how ("edited (sed -i)", "written (cat > heredoc)", "deleted (rm)", "edited (Edit)").
+CHANGE = "change"
+# A file written from a here-document whose content writes other files when run (a fix script) or applied (a
+# patch): key is its path, value one `path<TAB>how` line per file it writes. Not shown: see RAN.
+SCRIPT = "script"
+# Such a file (any script or patch file, as far as the call knows) run or applied by a successful call: key is its
+# path, value how ("python3 fix.py", "git apply fix.patch"). A run after its SCRIPT fact changed the files it writes.
+RAN = "ran"
 FACT_KINDS = (CONSTRAINT, PLAN, APPROVAL, VERIFICATION, DECISION, FIELD, AMOUNT, QUANTITY, DATE, IDENTIFIER, PATH, URL,
-              FAILURE, FINDING)
+              FAILURE, FINDING, CHANGE, SCRIPT, RAN)
 
 
 @dataclass(frozen=True, slots=True)

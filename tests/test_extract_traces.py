@@ -18,6 +18,7 @@ from proxy.extract import extract
 from proxy.messages import message_text, tool_calls
 from proxy.records import (
     APPROVAL,
+    CHANGE,
     CONSTRAINT,
     DECISION,
     FACT_KINDS,
@@ -66,6 +67,8 @@ def check(extraction: Extraction, message: Message, context: MessageContext) -> 
             assert fact.value in ("pending", "completed")
         if fact.kind == VERIFICATION:
             assert fact.value in ("passed", "failed", "unclear")
+        if fact.kind == CHANGE:
+            assert not fact.key.startswith(("/tmp/", "/dev/")), fact.key
         if fact.kind in (CONSTRAINT, DECISION) or (fact.kind in (FAILURE, FINDING) and fact.source == "assistant"):
             # As written: the working-set invariants look for constraints in what is forwarded.
             assert flat(fact.value) in flat(message_text(message)), fact.value
@@ -74,6 +77,8 @@ def check(extraction: Extraction, message: Message, context: MessageContext) -> 
     if message.get("role") in ("tool", "function"):
         (action,) = extraction.actions
         assert action.outcome in ("ok", "error") and "\n" not in action.gist and action.turn == context.index
+        # a failed call changed no file, but for the hunks a failed patch applied all the same
+        assert action.outcome == "ok" or all("in part" in f.value for f in extraction.facts if f.kind == CHANGE)
         code = _RETURNCODE.search(message_text(message))
         if code and code.group(1) != "0":
             assert action.outcome == "error" and action.gist.startswith(f"exit {code.group(1)}: ")
