@@ -43,8 +43,16 @@ SCRIPT = "script"
 # Such a file (any script or patch file, as far as the call knows) run or applied by a successful call: key is its
 # path, value how ("python3 fix.py", "git apply fix.patch"). A run after its SCRIPT fact changed the files it writes.
 RAN = "ran"
+# A test run or check script whose output shows a failure: key is its command (as VERIFICATION keys it), value its
+# error line as printed (`FAILED tests/x.py::test_y - …`, `ValueError: …`).
+FAILING = "failing"
+# What a passing run shows passed: its command, the tests and test paths it names, the tests its output lists as
+# passed (`tests/x.py::test_y`, `tests/x.py`, `app.tests.T.test_y`). Value "passed". One later than a FAILING
+# fact of the same command (or of the one test that failed) means it has passed since. Not shown.
+PASSING = "passing"
+
 FACT_KINDS = (CONSTRAINT, PLAN, APPROVAL, VERIFICATION, DECISION, FIELD, AMOUNT, QUANTITY, DATE, IDENTIFIER, PATH, URL,
-              FAILURE, FINDING, CHANGE, SCRIPT, RAN)
+              FAILURE, FINDING, CHANGE, SCRIPT, RAN, FAILING, PASSING)
 
 
 @dataclass(frozen=True, slots=True)

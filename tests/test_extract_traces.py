@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from traces import load_traces, requires_traces
 
 from proxy.extract import extract
+from proxy.extract.checks import NO_ERROR_LINE
 from proxy.messages import message_text, tool_calls
 from proxy.records import (
     APPROVAL,
@@ -22,6 +23,7 @@ from proxy.records import (
     CONSTRAINT,
     DECISION,
     FACT_KINDS,
+    FAILING,
     FAILURE,
     FINDING,
     PLAN,
@@ -67,6 +69,9 @@ def check(extraction: Extraction, message: Message, context: MessageContext) -> 
             assert fact.value in ("pending", "completed")
         if fact.kind == VERIFICATION:
             assert fact.value in ("passed", "failed", "unclear")
+        if fact.kind == FAILING and fact.value != NO_ERROR_LINE:  # the error line as printed (unittest's: its
+            for part in re.sub(r" \(\+\d+ more\)$", "", fact.value).split(" — "):  # header — its exception line)
+                assert flat(part) in flat(message_text(message)), fact.value
         if fact.kind == CHANGE:
             assert not fact.key.startswith(("/tmp/", "/dev/")), fact.key
         if fact.kind in (CONSTRAINT, DECISION) or (fact.kind in (FAILURE, FINDING) and fact.source == "assistant"):

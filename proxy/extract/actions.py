@@ -243,6 +243,13 @@ def _error_line(text: str, head: list[str], tail: list[str], code: int | None, d
     return _traceback_exception(text) or _leading_error(head)
 
 
+def failure_line(text: str) -> str | None:
+    """The line that shows why a run failed, as printed: the exception line of the last traceback, a runner's
+    failure summary, the first error line, else the last meaningful line; None for an empty output."""
+    last = _last_lines(text, 1)
+    return _traceback_exception(text) or _summary_failure(text) or _first_error(text) or (last[0] if last else None)
+
+
 def _traceback_exception(text: str) -> str | None:
     """The exception line of the last Python traceback in the text, if it has one."""
     header = text.rfind(_TRACEBACK_HEADER)
@@ -484,6 +491,16 @@ def _counted_passes(window: str) -> bool:
         if _SUMMARY_DURATION.search(line) or " total" in line or line.lstrip().startswith(("=", "Tests:")):
             return True
     return False
+
+
+def error_sign_line(text: str) -> str | None:
+    """The first line of the output that shows an error (see runner_verdict's "unclear"), cleaned, or None."""
+    found = [index for index in (text.find(mark) for mark in _ERROR_SIGNS) if index >= 0]
+    if not found:
+        return None
+    start = min(found)
+    end = text.find("\n", start)
+    return _clean(text[text.rfind("\n", 0, start) + 1 : end if end >= 0 else len(text)]) or None
 
 
 def verification(call: ToolCall | None, text: str, outcome: str) -> tuple[str, str] | None:
