@@ -59,6 +59,12 @@ class StateRules:
     max_completed: int = setting(20, "completed plan items listed (pending items are always listed)", min=0)
     max_failures: int = setting(8, "failed approaches and limits learned listed, newest first", min=0)
     max_findings: int = setting(10, "the agent's own derived figures and conclusions listed, newest first", min=0)
+    max_files_changed: int = setting(
+        40, "files the agent changed listed (one line each, its latest change), newest first; never cut for room",
+        min=0)
+    max_failing_checks: int = setting(
+        8, "failed test runs and check scripts whose verification line shows their last error line (and whether "
+        "they passed since), newest first; the others show their verdict only", min=0)
     value_chars: int = setting(120, "longest fact value shown in the task state", min=10)
 
 

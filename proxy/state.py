@@ -12,25 +12,33 @@ from collections.abc import Set as AbstractSet
 from typing import Callable
 
 from .extract.approvals import is_settled
+from .extract.changes import changed_files
+from .extract.checks import passed_since
 from .extract.plans import NEXT
 from .extract.text import flat, one_line
 from .policy import StateRules
 from .records import (
     APPROVAL,
+    CHANGE,
     CONSTRAINT,
     DECISION,
+    FAILING,
     FAILURE,
     FIELD,
     FINDING,
+    PASSING,
     PLAN,
+    RAN,
+    SCRIPT,
     VERIFICATION,
     Action,
     Extraction,
     Fact,
 )
 
-# Kinds rendered in their own sections; the rest are "key facts".
-SECTION_KINDS = frozenset({CONSTRAINT, PLAN, DECISION, APPROVAL, VERIFICATION, FAILURE, FINDING})
+# Kinds rendered in their own sections (or read by them: scripts, runs and passes); the rest are "key facts".
+SECTION_KINDS = frozenset({CONSTRAINT, PLAN, DECISION, APPROVAL, VERIFICATION, FAILURE, FINDING,
+                           CHANGE, SCRIPT, RAN, FAILING, PASSING})
 
 
 @dataclass
@@ -121,7 +129,10 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         PENDING: [f"- [ ] {flat(f.key)}" for f in plan if f.value != "completed"],
         # an approval still awaited is never cut; settled ones are listed as room allows, newest first
         APPROVALS: [_approval_line(f) for f in state.of_kind(APPROVAL) if not is_settled(f.value)],
-        VERIFIED: [f"- {one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(VERIFICATION)],
+        VERIFIED: _verification_lines(state, rules.max_failing_checks),
+        # never cut either (capped by a policy key): what a coding task has changed so far
+        FILES_CHANGED: [f"- {one_line(f.key, 200)}: {one_line(f.value, 160)}{_ref(f)}"
+                        for f in _files_changed(state)[-rules.max_files_changed:]] if rules.max_files_changed else [],
     }
     # What room is left goes first to the agent's conclusions (decisions, what failed, what it worked out), then
     # to key facts of tool outputs, then to completed items: the seeds' order of value.
@@ -194,7 +205,9 @@ SETTLED = "Approvals settled:"
 VERIFIED = "Verification:"
 FACTS = "Key facts (from tool outputs, by what they describe):"
 FAILED = "Learned the hard way (failed approaches and limits; do not repeat as is):"
-SECTION_ORDER = (CONSTRAINTS, PENDING, APPROVALS, SETTLED, DECISIONS, FAILED, FINDINGS, VERIFIED, COMPLETED, FACTS)
+FILES_CHANGED = "Files changed (latest change of each):"
+SECTION_ORDER = (CONSTRAINTS, PENDING, APPROVALS, SETTLED, DECISIONS, FAILED, FINDINGS, VERIFIED, FILES_CHANGED,
+                 COMPLETED, FACTS)
 
 
 def _approval_line(fact: Fact) -> str:
@@ -204,6 +217,31 @@ def _approval_line(fact: Fact) -> str:
 def _newest(facts: list[Fact], limit: int, chars: int) -> list[str]:
     """The newest `limit` facts' sentences with their refs, newest first (shown oldest first)."""
     return [f"- {one_line(f.value, chars)}{_ref(f)}" for f in facts[::-1][:limit]]
+
+
+def _files_changed(state: TaskState) -> list[Fact]:
+    """One CHANGE fact per file, oldest first: those recorded, and those of scripts and patches run since."""
+    scripts = {fact.key: fact for fact in state.of_kind(SCRIPT)}
+    return changed_files(state.of_kind(CHANGE), scripts, state.of_kind(RAN))
+
+
+def _verification_lines(state: TaskState, detailed: int) -> list[str]:
+    """One line per check: its verdict, and for the newest `detailed` failures their error line as printed and
+    the pass that came after, if one did (`pytest x: FAILED x::t - … [ref:a] — passed since [ref:b]`)."""
+    newest = {fact.key for fact in state.of_kind(FAILING)[::-1][:detailed]}
+    lines: list[str] = []
+    for fact in state.of_kind(VERIFICATION):
+        failure = state.facts.get((FAILING, fact.key)) if fact.key in newest else None
+        now = failure is not None and failure.turn == fact.turn  # failing as of its last run
+        before = failure is not None and fact.value == "passed" and failure.turn < fact.turn
+        if failure is None or not (now or before):  # never failed, or its error line was not read (a time cap)
+            lines.append(f"- {one_line(fact.key, 160)}: {fact.value}{_ref(fact)}")
+            continue
+        passed = passed_since(failure, state.facts)
+        since = f" — passed since{_ref(passed)}" if passed is not None else ""
+        verdict = f"{fact.value}: " if now else ""
+        lines.append(f"- {one_line(fact.key, 160)}: {verdict}{one_line(failure.value, 240)}{_ref(failure)}{since}")
+    return lines
 
 
 def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: str = "",
@@ -227,6 +265,9 @@ def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: 
         "learned": rows(state.of_kind(FAILURE)),
         "approvals": rows(state.of_kind(APPROVAL)),
         "verification": rows(state.of_kind(VERIFICATION)),
+        "failures": [{**row, "passed_since": passed.evidence_ref if (passed := passed_since(f, state.facts)) else None}
+                     for f, row in zip(state.of_kind(FAILING), rows(state.of_kind(FAILING)))],
+        "files_changed": rows(_files_changed(state)),
         "facts": [{"kind": f.kind, **row} for f, row in zip(key_facts, rows(key_facts))],
         "failed": [{"tool": a.tool, "arguments": a.arguments, "gist": a.gist, "ref": a.evidence_ref}
                    for a in _failed_approaches(state.actions, 50)],

@@ -1,11 +1,14 @@
-"""Test runs and check scripts: the failing line exactly as printed, and what a passing run shows passed."""
+"""Test runs and check scripts: the failing line exactly as printed, what a passing run shows passed, and in the
+task state whether the same command (or the same test) has passed since."""
 
 from __future__ import annotations
 
 import json
 
 from proxy.extract import extract
+from proxy.policy import StateRules
 from proxy.records import FAILING, PASSING, VERIFICATION, MessageContext, ToolCall
+from proxy.state import TaskState, render_state
 
 PYTEST_FAILING = """<returncode>1</returncode>
 <output>
@@ -139,3 +142,74 @@ def test_a_passing_run_records_what_it_shows_passed() -> None:
     assert (PASSING, "utils_tests.test_dateparse.DurationParseTests.test_iso_offset") in shown
     assert (PASSING, "utils_tests.test_dateparse.DurationParseTests.test_days") in shown
     assert (PASSING, "utils_tests") in shown  # a Django label the passing command named
+
+
+def fold(*runs: tuple[str, str]) -> TaskState:
+    state = TaskState()
+    for index, (command, output) in enumerate(runs):
+        message = {"role": "tool", "tool_call_id": "call_1", "content": output}
+        state.apply(extract(message, MessageContext(index=2 * index + 3, ref=f"r{2 * index + 3}", call=bash(command))))
+    return state
+
+
+def verification_lines(state: TaskState) -> list[str]:
+    lines = render_state(state, "fix the offset bound", StateRules()).splitlines()
+    start = lines.index("Verification:") + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("- ")), len(lines))
+    return lines[start:end]
+
+
+PASSING_SCRIPT = "<returncode>0</returncode>\n<output>\n+14:00 -> 14:00:00\nAll offsets parsed\n</output>"
+
+
+def test_the_same_command_passing_later_is_shown_on_the_failures_line() -> None:
+    state = fold(("python reproduce_tz.py 2>&1 | head -40", SCRIPT_TRACEBACK_AT_EXIT_0),
+                 ("sed -i 's/> 14/>= 14/' src/tz/offsets.py", "<returncode>0</returncode>\n<output>\n</output>"),
+                 ("cd /testbed && python reproduce_tz.py", PASSING_SCRIPT))
+    assert verification_lines(state) == [
+        "- python reproduce_tz.py: ValueError: ERR_TZ_0042 timezone offset out of range [ref:r3] — "
+        "passed since [ref:r7]"]
+    again = fold(("python reproduce_tz.py", SCRIPT_TRACEBACK_AT_EXIT_0), ("python reproduce_tz.py", PASSING_SCRIPT),
+                 ("python reproduce_tz.py", SCRIPT_TRACEBACK_AT_EXIT_0))
+    assert verification_lines(again) == [  # failing again after the pass: where it stands now
+        "- python reproduce_tz.py: failed: ValueError: ERR_TZ_0042 timezone offset out of range [ref:r7]"]
+
+
+def test_the_same_test_passing_under_another_command_is_shown_too() -> None:
+    single = PYTEST_FAILING.replace("FAILED tests/test_tz.py::test_dst_gap - AssertionError: assert None == "
+                                    "datetime(2024, 3, 10, 3, 0)\n", "")
+    passing = "<returncode>0</returncode>\n<output>\n..\n============ 1 passed in 0.05s ============\n</output>"
+    state = fold(("python -m pytest tests/test_tz.py -v", single),
+                 ("python -m pytest tests/test_tz.py::test_offset_bounds -q", passing))
+    assert verification_lines(state) == [
+        "- python -m pytest tests/test_tz.py -v: failed: FAILED tests/test_tz.py::test_offset_bounds - "
+        "ValueError: ERR_TZ_0042 timezone offset out of range [ref:r3] — passed since [ref:r5]",
+        "- python -m pytest tests/test_tz.py::test_offset_bounds -q: passed [ref:r5]",
+    ]
+    selected = fold(("python -m pytest tests/test_tz.py -v", single),
+                    ("python -m pytest tests/test_tz.py -k utc -q", passing))
+    assert "passed since" not in verification_lines(selected)[0]  # -k ran other tests of the file, not this one
+    two_failed = fold(("python -m pytest tests/test_tz.py -v", PYTEST_FAILING),
+                      ("python -m pytest tests/test_tz.py::test_offset_bounds -q", passing))
+    assert "passed since" not in verification_lines(two_failed)[0]  # test_dst_gap has not passed since
+
+
+def test_only_the_newest_failures_show_their_error_line() -> None:
+    runs = [(f"python verify_{n}.py", f"<returncode>1</returncode>\n<output>\nRuntimeError: case {n}\n</output>")
+            for n in range(12)]
+    lines = verification_lines(fold(*runs))
+    assert len(lines) == 12 and lines[0] == "- python verify_0.py: failed [ref:r3]"
+    assert lines[-1] == "- python verify_11.py: failed: RuntimeError: case 11 [ref:r25]"
+    assert sum("RuntimeError" in line for line in lines) == StateRules().max_failing_checks
+
+
+def test_a_django_test_passing_under_its_class_label_is_shown_too() -> None:
+    passing = ("<returncode>0</returncode>\n<output>\n....\n-----------------------------------------------------"
+               "-----------------\nRan 4 tests in 0.002s\n\nOK\n</output>")
+    state = fold(("python tests/runtests.py utils_tests.test_dateparse", DJANGO_FAILING),
+                 ("python tests/runtests.py utils_tests.test_dateparse.DurationParseTests", passing))
+    assert verification_lines(state)[0].endswith("AssertionError: datetime.timedelta(days=-1) != "
+                                                 "datetime.timedelta(seconds=-1) [ref:r3] — passed since [ref:r5]")
+    other = fold(("python tests/runtests.py utils_tests.test_dateparse", DJANGO_FAILING),
+                 ("python tests/runtests.py utils_tests.test_timesince", passing))
+    assert "passed since" not in verification_lines(other)[0]

@@ -115,3 +115,63 @@ def test_the_agents_next_step_is_replaced_by_its_next_one_and_settled_approvals_
     awaited = text.split("Approvals awaited:", 1)[1].split("\n\n")[0]
     assert all(f"CR-{turn}: pending_approval" in awaited for turn in range(30))  # never cut
     assert text.count(": approved") <= StateRules().max_settled_approvals and COUNTER.text(text) < 1500
+
+
+def _coding_run() -> TaskState:
+    """A coding agent's tool results, as a text agent's observations would bring them: a fix script written in
+    one call and run in a later one, an edit, a test that fails and then passes, a tool output full of facts."""
+    from proxy.extract import extract
+    from proxy.records import MessageContext, ToolCall
+
+    ok = "<returncode>0</returncode>\n<output>\n</output>"
+    fix = ("cd /testbed && cat > /tmp/fix_Offsets.py << 'EOF'\npath = 'src/tz/Offsets.py'\n"
+           "with open(path) as f:\n    text = f.read()\nwith open(path, 'w') as f:\n"
+           "    f.write(text.replace('> 14', '>= 14'))\nEOF")
+    failing = ("<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n"
+               "  File \"/testbed/reproduce.py\", line 3, in <module>\n"
+               "ValueError: ERR_TZ_0042 timezone offset out of range\n</output>")
+    listing = "<returncode>0</returncode>\n<output>\n" + "".join(
+        f"src/tz/zone_{n}.py:{n}: OFFSET_{n} = {n}\n" for n in range(200)) + "</output>"
+    steps = [
+        ("cd /testbed && grep -rn OFFSET src/", listing),
+        ("cd /testbed && python reproduce.py", failing),
+        (fix, ok),
+        ("cd /testbed && sed -i 's/14/15/' src/tz/Offsets.py && sed -i 's/x/y/' docs/CHANGES.rst", ok),
+        ("python /tmp/fix_Offsets.py", ok),  # later than the sed: its write is the file's latest change
+        ("cd /testbed && python reproduce.py", "<returncode>0</returncode>\n<output>\n+14:00 -> 14:00:00\n</output>"),
+        ("rm -f /testbed/docs/CHANGES.rst", ok),
+    ]
+    state = TaskState()
+    for index, (command, output) in enumerate(steps):
+        call = ToolCall(id=f"c{index}", name="bash", arguments=json.dumps({"command": command}))
+        message = {"role": "tool", "tool_call_id": call.id, "content": output}
+        state.apply(extract(message, MessageContext(index=2 * index + 3, ref=f"t{2 * index + 3}", call=call)))
+    return state
+
+
+def test_files_changed_and_where_the_checks_stand_are_never_cut_for_room() -> None:
+    state = _coding_run()
+    full = render_state(state, "fix the offset bound", RULES)
+    assert "- src/tz/zone_0.py:0: OFFSET_0 = 0 [ref:t3]" in full
+    text = render_state(state, "fix the offset bound", RULES, 50, COUNTER.text)
+    assert "Key facts" not in text  # no room was left for them
+    changed = text.split("Files changed (latest change of each):\n", 1)[1].splitlines()
+    assert changed == [
+        "- src/tz/Offsets.py: written (python /tmp/fix_Offsets.py) [ref:t11]",  # value as written, case kept
+        "- docs/CHANGES.rst: deleted (rm) [ref:t15]",
+    ]  # the script itself is under /tmp: not a file of the task
+    assert ("- python reproduce.py: ValueError: ERR_TZ_0042 timezone offset out of range [ref:t5] — passed since "
+            "[ref:t13]") in text.splitlines()
+
+
+def test_files_changed_are_capped_newest_first_and_in_the_checkpoint() -> None:
+    from proxy.state import state_snapshot
+
+    state = _coding_run()
+    capped = render_state(state, "fix", replace(RULES, max_files_changed=1))
+    assert "- docs/CHANGES.rst: deleted (rm) [ref:t15]" in capped and "Offsets.py: written" not in capped
+    assert "Files changed" not in render_state(state, "fix", replace(RULES, max_files_changed=0))
+    snapshot = state_snapshot(state, "fix")
+    assert [row["key"] for row in snapshot["files_changed"]] == ["src/tz/Offsets.py", "docs/CHANGES.rst"]
+    assert snapshot["failures"] == [{"key": "python reproduce.py", "value": "ValueError: ERR_TZ_0042 timezone offset "
+                                     "out of range", "turn": 5, "ref": "t5", "passed_since": "t13"}]
