@@ -34,9 +34,9 @@ FAILURE = "failure"
 # conclusion ("Root cause: …"; key: the normalized sentence); value: the sentence as written.
 FINDING = "finding"
 
-# A file a successful tool call changed: key is its path (relative to the directory the command went to, case kept),
-# value how ("edited (sed -i)", "written (cat > heredoc)", "deleted (rm)", "edited (Edit)").
-CHANGE = "change"
+# A file a successful tool call changed (a write, edit or patch): key is its path (relative to the directory the
+# command went to, case kept), value how ("edited (sed -i)", "written (cat > heredoc)", "deleted (rm)").
+CHANGED = "file_changed"
 # A file written from a here-document whose content writes other files when run (a fix script) or applied (a
 # patch): key is its path, value one `path<TAB>how` line per file it writes. Not shown: see RAN.
 SCRIPT = "script"
@@ -52,7 +52,7 @@ FAILING = "failing"
 PASSING = "passing"
 
 FACT_KINDS = (CONSTRAINT, PLAN, APPROVAL, VERIFICATION, DECISION, FIELD, AMOUNT, QUANTITY, DATE, IDENTIFIER, PATH, URL,
-              FAILURE, FINDING, CHANGE, SCRIPT, RAN, FAILING, PASSING)
+              FAILURE, FINDING, CHANGED, SCRIPT, RAN, FAILING, PASSING)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from .extract.text import flat, one_line
 from .policy import StateRules
 from .records import (
     APPROVAL,
-    CHANGE,
+    CHANGED,
     CONSTRAINT,
     DECISION,
     FAILING,
@@ -38,7 +38,7 @@ from .records import (
 
 # Kinds rendered in their own sections (or read by them: scripts, runs and passes); the rest are "key facts".
 SECTION_KINDS = frozenset({CONSTRAINT, PLAN, DECISION, APPROVAL, VERIFICATION, FAILURE, FINDING,
-                           CHANGE, SCRIPT, RAN, FAILING, PASSING})
+                           CHANGED, SCRIPT, RAN, FAILING, PASSING})
 
 
 @dataclass
@@ -220,9 +220,9 @@ def _newest(facts: list[Fact], limit: int, chars: int) -> list[str]:
 
 
 def _files_changed(state: TaskState) -> list[Fact]:
-    """One CHANGE fact per file, oldest first: those recorded, and those of scripts and patches run since."""
+    """One CHANGED fact per file, oldest first: those recorded, and those of scripts and patches run since."""
     scripts = {fact.key: fact for fact in state.of_kind(SCRIPT)}
-    return changed_files(state.of_kind(CHANGE), scripts, state.of_kind(RAN))
+    return changed_files(state.of_kind(CHANGED), scripts, state.of_kind(RAN))
 
 
 def _verification_lines(state: TaskState, detailed: int) -> list[str]:

@@ -17,7 +17,7 @@ from bench.adversarial import adversarial_texts  # noqa: E402
 from proxy.extract import extract  # noqa: E402
 from proxy.extract.changes import file_changes, shell_script  # noqa: E402
 from proxy.ingest import extract_at  # noqa: E402
-from proxy.records import CHANGE, MessageContext, ToolCall  # noqa: E402
+from proxy.records import CHANGED, MessageContext, ToolCall  # noqa: E402
 
 OK = "<returncode>0</returncode>\n<output>\n</output>"
 
@@ -31,8 +31,8 @@ def changed(command: str | ToolCall, output: str = OK) -> dict[str, str]:
     tool_call = call("bash", command=command) if isinstance(command, str) else command
     message = {"role": "tool", "tool_call_id": tool_call.id, "content": output}
     extraction = extract(message, MessageContext(index=7, ref="ev7", call=tool_call))
-    found = {f.key: f.value for f in extraction.facts if f.kind == CHANGE}
-    assert all(f.evidence_ref == "ev7" and f.turn == 7 for f in extraction.facts if f.kind == CHANGE)
+    found = {f.key: f.value for f in extraction.facts if f.kind == CHANGED}
+    assert all(f.evidence_ref == "ev7" and f.turn == 7 for f in extraction.facts if f.kind == CHANGED)
     return found
 
 
@@ -202,7 +202,7 @@ def test_a_script_written_in_one_call_changes_its_files_when_a_later_call_runs_i
         message = {"role": "tool", "tool_call_id": tool_call.id, "content": output}
         state.apply(extract(message, MessageContext(index=2 * index + 3, ref=f"t{2 * index + 3}", call=tool_call)))
     scripts = {fact.key: fact for fact in state.of_kind(SCRIPT)}
-    changes = changed_files(state.of_kind(CHANGE), scripts, state.of_kind(RAN))
+    changes = changed_files(state.of_kind(CHANGED), scripts, state.of_kind(RAN))
     assert [(f.key, f.value, f.evidence_ref) for f in changes] == [
         # the absolute path the script writes is the relative one the sed named: one file, its latest change
         ("django/db/models/lookups.py", "written (python /tmp/fix_lookups.py)", "t7")]  # setup.py: never run
@@ -221,7 +221,7 @@ def test_a_text_agents_command_block_and_its_observation() -> None:
         {"role": "user", "content": "<returncode>0</returncode>\n<output>\n41:    if offset >= 14:\n</output>"},
     ]
     extracted = extract_at(messages, 3, "ev3", 1, observed=True)
-    assert {f.key: f.value for f in extracted.extraction.facts if f.kind == CHANGE} == {
+    assert {f.key: f.value for f in extracted.extraction.facts if f.kind == CHANGED} == {
         "src/tz/Offsets.py": "edited (sed -i)"}
 
 

@@ -19,7 +19,7 @@ from proxy.extract.checks import NO_ERROR_LINE
 from proxy.messages import message_text, tool_calls
 from proxy.records import (
     APPROVAL,
-    CHANGE,
+    CHANGED,
     CONSTRAINT,
     DECISION,
     FACT_KINDS,
@@ -72,7 +72,7 @@ def check(extraction: Extraction, message: Message, context: MessageContext) -> 
         if fact.kind == FAILING and fact.value != NO_ERROR_LINE:  # the error line as printed (unittest's: its
             for part in re.sub(r" \(\+\d+ more\)$", "", fact.value).split(" — "):  # header — its exception line)
                 assert flat(part) in flat(message_text(message)), fact.value
-        if fact.kind == CHANGE:
+        if fact.kind == CHANGED:
             assert not fact.key.startswith(("/tmp/", "/dev/")), fact.key
         if fact.kind in (CONSTRAINT, DECISION) or (fact.kind in (FAILURE, FINDING) and fact.source == "assistant"):
             # As written: the working-set invariants look for constraints in what is forwarded.
@@ -83,7 +83,7 @@ def check(extraction: Extraction, message: Message, context: MessageContext) -> 
         (action,) = extraction.actions
         assert action.outcome in ("ok", "error") and "\n" not in action.gist and action.turn == context.index
         # a failed call changed no file, but for the hunks a failed patch applied all the same
-        assert action.outcome == "ok" or all("in part" in f.value for f in extraction.facts if f.kind == CHANGE)
+        assert action.outcome == "ok" or all("in part" in f.value for f in extraction.facts if f.kind == CHANGED)
         code = _RETURNCODE.search(message_text(message))
         if code and code.group(1) != "0":
             assert action.outcome == "error" and action.gist.startswith(f"exit {code.group(1)}: ")

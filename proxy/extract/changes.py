@@ -1,6 +1,6 @@
 """Files the agent changed: each successful write, edit or patch of a tool call, read from the call and its result.
 
-Three kinds of facts (see records.py): CHANGE (a file and how it changed), SCRIPT (a file whose content writes
+Three kinds of facts (see records.py): CHANGED (a file and how it changed), SCRIPT (a file whose content writes
 other files when it runs: a fix script, a patch) and RAN (such a file was run or applied). A script is often
 written in one call and run in a later one; `changed_files` joins the two into the changes they made.
 
@@ -17,7 +17,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from ..records import CHANGE, RAN, SCRIPT, Fact, ToolCall
+from ..records import CHANGED, RAN, SCRIPT, Fact, ToolCall
 from .facts import parse_json
 from .shell import Command, simple_commands
 
@@ -108,7 +108,7 @@ class _Found:
 
 
 def file_changes(call: ToolCall | None, output: str, outcome: str) -> list[tuple[str, str, str]]:
-    """(kind, key, value) facts of what the call changed: CHANGE (path, how), SCRIPT (path, what it writes, one
+    """(kind, key, value) facts of what the call changed: CHANGED (path, how), SCRIPT (path, what it writes, one
     `path<TAB>how` a line), RAN (path, how it was run). Nothing when the result shows the call failed."""
     if call is None:
         return []
@@ -174,7 +174,7 @@ def _json_string(raw: str) -> str:
 
 
 def _triples(found: _Found) -> list[tuple[str, str, str]]:
-    triples = [(CHANGE, path, how) for path, how in found.changes.items()]
+    triples = [(CHANGED, path, how) for path, how in found.changes.items()]
     triples += [(SCRIPT, path, "\n".join(f"{c.path}\t{c.how}" for c in writes))
                 for path, writes in found.scripts.items() if writes]
     triples += [(RAN, path, how) for path, how in found.runs.items()]
@@ -665,7 +665,7 @@ _PROGRAMS = {
 
 
 def changed_files(changes: list[Fact], scripts: dict[str, Fact], runs: list[Fact]) -> list[Fact]:
-    """CHANGE facts, with those of each script or patch file run after it was written (a SCRIPT fact's writes,
+    """CHANGED facts, with those of each script or patch file run after it was written (a SCRIPT fact's writes,
     at the run's turn and ref); one per file, the latest change winning, oldest first. A path named absolute in
     one call and relative in another (`/testbed/x.py`, `x.py` after `cd /testbed`) is one file, shown relative."""
     latest: dict[str, Fact] = {fact.key: fact for fact in changes}
@@ -683,7 +683,7 @@ def changed_files(changes: list[Fact], scripts: dict[str, Fact], runs: list[Fact
             path, _, how = line.partition("\t")
             earlier = latest.get(path)
             if path and (earlier is None or earlier.turn < run.turn):
-                latest[path] = Fact(CHANGE, path, f"{how} ({run.value})", run.turn, run.evidence_ref, run.source)
+                latest[path] = Fact(CHANGED, path, f"{how} ({run.value})", run.turn, run.evidence_ref, run.source)
     return sorted(_one_per_file(latest).values(), key=lambda fact: fact.turn)
 
 
@@ -704,7 +704,7 @@ def _one_per_file(latest: dict[str, Fact]) -> dict[str, Fact]:
             key = next((tail for tail in tails if tail in relative), key)
         earlier = merged.get(key)
         if earlier is None or earlier.turn <= fact.turn:
-            merged[key] = Fact(CHANGE, key, fact.value, fact.turn, fact.evidence_ref, fact.source)
+            merged[key] = Fact(CHANGED, key, fact.value, fact.turn, fact.evidence_ref, fact.source)
     return merged
 
 
