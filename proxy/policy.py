@@ -71,6 +71,12 @@ class StateRules:
                              "first", min=0)
     max_outcomes: int = setting(12, "outcomes tool outputs established (bisect's first bad commit, an answer's "
                                 "status fields, what is not known yet) listed, newest first", min=0)
+    max_files_changed: int = setting(
+        40, "files the agent changed listed (one line each, its latest change), newest first; never cut for room",
+        min=0)
+    max_failing_checks: int = setting(
+        8, "failed test runs and check scripts whose verification line shows their last error line (and whether "
+        "they passed since), newest first; the others show their verdict only", min=0)
     value_chars: int = setting(120, "longest fact value shown in the task state", min=10)
 
     def quota(self, room: int) -> int:

@@ -16,7 +16,7 @@ WIRE = "_wire"
 CONSTRAINT = "constraint"  # a rule from a user turn: value is the sentence
 PLAN = "plan"  # a plan item: key is the item, value is "pending", "next" (pending until the next "Next:") or "completed"
 APPROVAL = "approval"  # key is what it concerns, value is "requested" | "granted" | "denied"
-VERIFICATION = "verification"  # key is what was checked, value is "passed" | "failed"
+VERIFICATION = "verification"  # key is what was checked, value "passed" | "failed" | "unclear" (exit 0, error shown)
 DECISION = "decision"  # key is the subject, value is the decision sentence
 FIELD = "field"  # a `key: value` pair or a JSON field of a tool output
 AMOUNT = "amount"  # money with a currency
@@ -45,11 +45,26 @@ CANDIDATE = "candidate"
 # A numeric column of a small table a tool output printed (a benchmark's summary), as a candidate: key is the
 # column's header word ("p95"), value the figures side by side ("p95_ms: 256=91.6; 512=87.3").
 COLUMN = "column"
-# A file the agent changed (a successful write, edit or patch): key is the path, value what was done.
+
+# A file a successful tool call changed (a write, edit or patch): key is its path (relative to the directory the
+# command went to, case kept), value how ("edited (sed -i)", "written (cat > heredoc)", "deleted (rm)").
 CHANGED = "file_changed"
+# A file written from a here-document whose content writes other files when run (a fix script) or applied (a
+# patch): key is its path, value one `path<TAB>how` line per file it writes. Not shown: see RAN.
+SCRIPT = "script"
+# Such a file (any script or patch file, as far as the call knows) run or applied by a successful call: key is its
+# path, value how ("python3 fix.py", "git apply fix.patch"). A run after its SCRIPT fact changed the files it writes.
+RAN = "ran"
+# A test run or check script whose output shows a failure: key is its command (as VERIFICATION keys it), value its
+# error line as printed (`FAILED tests/x.py::test_y - …`, `ValueError: …`).
+FAILING = "failing"
+# What a passing run shows passed: its command, the tests and test paths it names, the tests its output lists as
+# passed (`tests/x.py::test_y`, `tests/x.py`, `app.tests.T.test_y`). Value "passed". One later than a FAILING
+# fact of the same command (or of the one test that failed) means it has passed since. Not shown.
+PASSING = "passing"
 
 FACT_KINDS = (CONSTRAINT, PLAN, APPROVAL, VERIFICATION, DECISION, FIELD, AMOUNT, QUANTITY, DATE, IDENTIFIER, PATH, URL,
-              FAILURE, FINDING, RULE, OUTCOME, CANDIDATE, CHANGED)
+              FAILURE, FINDING, RULE, OUTCOME, CANDIDATE, COLUMN, CHANGED, SCRIPT, RAN, FAILING, PASSING)
 
 
 @dataclass(frozen=True, slots=True)

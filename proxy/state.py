@@ -12,7 +12,9 @@ from collections.abc import Set as AbstractSet
 from typing import Callable
 
 from .extract.approvals import is_settled
-from .extract.plans import COMPLETED, NEXT, STEP
+from .extract.changes import changed_files
+from .extract.checks import passed_since
+from .extract.plans import COMPLETED as DONE, NEXT, STEP
 from .extract.text import flat, one_line
 from .policy import StateRules
 from .records import (
@@ -29,18 +31,23 @@ from .records import (
     RULE,
     URL,
     DECISION,
+    FAILING,
     FAILURE,
     FIELD,
     FINDING,
+    PASSING,
     PLAN,
+    RAN,
+    SCRIPT,
     VERIFICATION,
     Action,
     Extraction,
     Fact,
 )
 
-# Kinds rendered in their own sections; the rest are "key facts".
-SECTION_KINDS = frozenset({CONSTRAINT, PLAN, DECISION, APPROVAL, VERIFICATION, FAILURE, FINDING, RULE, OUTCOME})
+# Kinds rendered in their own sections (or read by them: scripts, runs and passes); the rest are "key facts".
+SECTION_KINDS = frozenset({CONSTRAINT, PLAN, DECISION, APPROVAL, VERIFICATION, FAILURE, FINDING, RULE, OUTCOME,
+                           CHANGED, SCRIPT, RAN, FAILING, PASSING})
 
 
 MAX_CANDIDATES = 4_096  # rows of tool outputs remembered for promotion, per path: the oldest are let go first
@@ -123,10 +130,10 @@ class TaskState:
     def _close_steps(self, turn: int) -> None:
         """A check that passes after a file changed closes the announced steps before that change: the work they
         named is done (the steps move to the completed items, with their own words)."""
-        changed = max((f.turn for f in self.facts.values() if f.kind == CHANGED and f.turn < turn), default=-1)
+        changed = max((f.turn for f in _files_changed(self) if f.turn < turn), default=-1)  # scripts run too
         for key, fact in list(self.facts.items()):
             if fact.kind == PLAN and fact.value == STEP and fact.turn < changed:
-                self.facts[key] = replace(fact, value=COMPLETED)
+                self.facts[key] = replace(fact, value=DONE)
 
     def _remember(self, candidate: Fact) -> None:
         kind, _, key = candidate.key.partition(":")
@@ -190,7 +197,10 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         # an approval given (its ticket, approver, scope) always has a line too, the newest ones
         SETTLED: [_approval_line(f) for f in state.of_kind(APPROVAL) if is_settled(f.value)]
         [-rules.max_settled_approvals:] if rules.max_settled_approvals else [],
-        VERIFIED: [f"- {one_line(f.key, 160)}: {f.value}{_ref(f)}" for f in state.of_kind(VERIFICATION)],
+        VERIFIED: _verification_lines(state, rules.max_failing_checks),
+        # never cut either (capped by a policy key): what a coding task has changed so far
+        FILES_CHANGED: [f"- {one_line(f.key, 200)}: {one_line(f.value, 160)}{_ref(f)}"
+                        for f in _files_changed(state)[-rules.max_files_changed:]] if rules.max_files_changed else [],
     }
     # What room is left goes first to the agent's conclusions (decisions, what failed, what it worked out), then
     # to key facts of tool outputs, then to completed items: the seeds' order of value.
@@ -291,9 +301,10 @@ SETTLED = "Approvals settled:"
 VERIFIED = "Verification:"
 FACTS = "Key facts (from tool outputs, by what they describe):"
 FAILED = "Learned the hard way (failed approaches and limits; do not repeat as is):"
-CHANGE_SECTIONS = frozenset({RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, VERIFIED})
+FILES_CHANGED = "Files changed (latest change of each):"
+CHANGE_SECTIONS = frozenset({RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, VERIFIED, FILES_CHANGED})
 SECTION_ORDER = (CONSTRAINTS, RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, FAILED, FINDINGS, VERIFIED,
-                 COMPLETED, FACTS)
+                 FILES_CHANGED, COMPLETED, FACTS)
 
 
 def _named_columns(state: TaskState, focus: str) -> list[Fact]:
@@ -313,6 +324,31 @@ def _approval_line(fact: Fact) -> str:
 def _newest(facts: list[Fact], limit: int, chars: int) -> list[str]:
     """The newest `limit` facts' sentences with their refs, newest first (shown oldest first)."""
     return [f"- {one_line(f.value, chars)}{_ref(f)}" for f in facts[::-1][:limit]]
+
+
+def _files_changed(state: TaskState) -> list[Fact]:
+    """One CHANGED fact per file, oldest first: those recorded, and those of scripts and patches run since."""
+    scripts = {fact.key: fact for fact in state.of_kind(SCRIPT)}
+    return changed_files(state.of_kind(CHANGED), scripts, state.of_kind(RAN))
+
+
+def _verification_lines(state: TaskState, detailed: int) -> list[str]:
+    """One line per check: its verdict, and for the newest `detailed` failures their error line as printed and
+    the pass that came after, if one did (`pytest x: FAILED x::t - … [ref:a] — passed since [ref:b]`)."""
+    newest = {fact.key for fact in state.of_kind(FAILING)[::-1][:detailed]}
+    lines: list[str] = []
+    for fact in state.of_kind(VERIFICATION):
+        failure = state.facts.get((FAILING, fact.key)) if fact.key in newest else None
+        now = failure is not None and failure.turn == fact.turn  # failing as of its last run
+        before = failure is not None and fact.value == "passed" and failure.turn < fact.turn
+        if failure is None or not (now or before):  # never failed, or its error line was not read (a time cap)
+            lines.append(f"- {one_line(fact.key, 160)}: {fact.value}{_ref(fact)}")
+            continue
+        passed = passed_since(failure, state.facts)
+        since = f" — passed since{_ref(passed)}" if passed is not None else ""
+        verdict = f"{fact.value}: " if now else ""
+        lines.append(f"- {one_line(fact.key, 160)}: {verdict}{one_line(failure.value, 240)}{_ref(failure)}{since}")
+    return lines
 
 
 def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: str = "",
@@ -336,6 +372,9 @@ def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: 
         "learned": rows(state.of_kind(FAILURE)),
         "approvals": rows(state.of_kind(APPROVAL)),
         "verification": rows(state.of_kind(VERIFICATION)),
+        "failures": [{**row, "passed_since": passed.evidence_ref if (passed := passed_since(f, state.facts)) else None}
+                     for f, row in zip(state.of_kind(FAILING), rows(state.of_kind(FAILING)))],
+        "files_changed": rows(_files_changed(state)),
         "facts": [{"kind": f.kind, **row} for f, row in zip(key_facts, rows(key_facts))],
         "failed": [{"tool": a.tool, "arguments": a.arguments, "gist": a.gist, "ref": a.evidence_ref}
                    for a in _failed_approaches(state.actions, 50)],

@@ -297,7 +297,7 @@ def test_per_trace_flag_prints_each_trace_and_json_holds_the_new_figures(tmp_pat
                                                                  "scenario-coding-pytz-textbased"]
     assert all(item["state_tokens"] > 0 for item in default["per_trace"])
     assert default["workset_requests"] > 0 and default["dump_rows_max"] >= default["dump_rows_mean"] > 0
-    assert 0 < default["state_task_copy_share"] < 1
+    assert default["state_task_copy_share"] == 0  # the task is forwarded verbatim: the state copies none of it
     # the text-based coding run is the one coding run of the two: its last three requests are checked
     assert default["swe"]["requests"] == 3 and rows["none"]["swe"]["decision_kept"] == 1.0
     without = subprocess.run([sys.executable, "-m", "proxy", "eval", "scenarios", "--limit", "1", "--policy",

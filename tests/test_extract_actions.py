@@ -194,3 +194,23 @@ def test_verification_fact_from_a_pytest_run() -> None:
         bash("cd /r && python -m pytest tests/x.py"),
     )
     assert again == {"python -m pytest tests/x.py": "passed"}  # same key: the later state supersedes
+
+
+def test_verdicts_say_passed_only_when_the_output_shows_success() -> None:
+    assert runner_verdict("Ran 12 tests in 0.2s\n\nOK", "ok") == "passed"
+    logged = "ERROR:django.request:boom\nTraceback (most recent call last):\nKeyError: 'x'\n" \
+             "----------------------------------------------------------------------\nRan 3 tests in 0.1s\n\nOK"
+    assert runner_verdict(logged, "ok") == "failed"  # "\nERROR:" is unittest's failure mark, as before
+    # a runner's own pass summary outweighs a traceback the tests printed on purpose
+    assert runner_verdict("Traceback (most recent call last):\nKeyError: 'x'\nRan 3 tests in 0.1s\n\nOK",
+                          "ok") == "passed"
+    script = ("Test 1 passed\nTraceback (most recent call last):\n  File \"/testbed/reproduce_tz.py\", line 14\n"
+              "ValueError: ERR_TZ_0042 timezone offset out of range\n")  # `| head -40` hid the exit status
+    assert runner_verdict(script, "ok") == "failed"  # "Test 1 passed" is no runner summary
+    assert runner_verdict("check 3: AssertionError caught\nall done", "ok") == "failed"
+    assert runner_verdict("=== 3 passed, 1 warning in 0.52s ===", "ok") == "passed"
+    assert runner_verdict("Tests:       4 passed, 4 total", "ok") == "passed"
+    assert runner_verdict("ERROR: could not connect", "ok") == "failed"
+    assert runner_verdict("warning: ERROR level logging is on", "ok") == "unclear"
+    assert runner_verdict("All tests passed!", "error") == "failed"  # exit status 1 is not hidden by a word
+    assert runner_verdict("All tests passed!", "ok") == "passed"

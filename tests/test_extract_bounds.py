@@ -42,7 +42,7 @@ def test_a_cap_of_zero_skips_the_stages_and_the_message_is_still_ingested() -> N
     capped = extract_at(messages, 3, "r3", 1, deadline_ms=0)
     assert whole.skipped == () and ("verification", "pytest -q", "failed") in {
         (f.kind, f.key, f.value) for f in whole.extraction.facts}
-    assert capped.skipped == ("verification", "http failures", "claims", "facts", "names")
+    assert capped.skipped == ("verification", "checks", "changes", "http failures", "claims", "facts", "names")
     assert capped.extraction.facts == () and capped.names == ()
     # what the working set needs of a tool result stays: its action, outcome, gist and the whole text as evidence
     assert capped.extraction.actions == whole.extraction.actions

@@ -15,14 +15,17 @@ from hypothesis import strategies as st
 from traces import load_traces, requires_traces
 
 from proxy.extract import extract
+from proxy.extract.checks import NO_ERROR_LINE
 from proxy.messages import message_text, tool_calls
 from proxy.extract.approvals import approval_status
 from proxy.records import (
     APPROVAL,
+    CHANGED,
     CONSTRAINT,
     DECISION,
     RULE,
     FACT_KINDS,
+    FAILING,
     FAILURE,
     FINDING,
     PLAN,
@@ -67,9 +70,14 @@ def check(extraction: Extraction, message: Message, context: MessageContext) -> 
         if fact.kind == PLAN:
             assert fact.value in ("pending", "completed", "step")
         if fact.kind == VERIFICATION:
-            assert fact.value in ("passed", "failed")
+            assert fact.value in ("passed", "failed", "unclear")
         if fact.kind == RULE and not fact.value.endswith("…"):
             assert flat(fact.value) in flat(message_text(message)), fact.value  # a rule is quoted, never made up
+        if fact.kind == FAILING and fact.value != NO_ERROR_LINE:  # the error line as printed (unittest's: its
+            for part in re.sub(r" \(\+\d+ more\)$", "", fact.value).split(" — "):  # header — its exception line)
+                assert flat(part) in flat(message_text(message)), fact.value
+        if fact.kind == CHANGED:
+            assert not fact.key.startswith(("/tmp/", "/dev/")), fact.key
         if fact.kind in (CONSTRAINT, DECISION) or (fact.kind in (FAILURE, FINDING) and fact.source == "assistant"):
             # As written: the working-set invariants look for constraints in what is forwarded.
             assert flat(fact.value) in flat(message_text(message)), fact.value
@@ -78,6 +86,8 @@ def check(extraction: Extraction, message: Message, context: MessageContext) -> 
     if message.get("role") in ("tool", "function"):
         (action,) = extraction.actions
         assert action.outcome in ("ok", "error") and "\n" not in action.gist and action.turn == context.index
+        # a failed call changed no file, but for the hunks a failed patch applied all the same
+        assert action.outcome == "ok" or all("in part" in f.value for f in extraction.facts if f.kind == CHANGED)
         code = _RETURNCODE.search(message_text(message))
         if code and code.group(1) != "0":
             assert action.outcome == "error" and action.gist.startswith(f"exit {code.group(1)}: ")

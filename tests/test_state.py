@@ -164,3 +164,89 @@ def test_after_a_compaction_the_tail_says_what_changed_and_the_prefix_stays(tmp_
     assert not after.compacted and sent[:head + 1] == previous[:head + 1]  # the frozen state, byte for byte
     tail = str(sent[-1]["content"])
     assert "Task state changes since the compaction" in tail and "- [x] fix previous_run" in tail
+
+
+def _coding_run() -> TaskState:
+    """A coding agent's tool results, as a text agent's observations would bring them: a fix script written in
+    one call and run in a later one, an edit, a test that fails and then passes, a tool output full of facts."""
+    from proxy.extract import extract
+    from proxy.records import MessageContext, ToolCall
+
+    ok = "<returncode>0</returncode>\n<output>\n</output>"
+    fix = ("cd /testbed && cat > /tmp/fix_Offsets.py << 'EOF'\npath = 'src/tz/Offsets.py'\n"
+           "with open(path) as f:\n    text = f.read()\nwith open(path, 'w') as f:\n"
+           "    f.write(text.replace('> 14', '>= 14'))\nEOF")
+    failing = ("<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n"
+               "  File \"/testbed/reproduce.py\", line 3, in <module>\n"
+               "ValueError: ERR_TZ_0042 timezone offset out of range\n</output>")
+    listing = "<returncode>0</returncode>\n<output>\n" + "".join(
+        f"src/tz/zone_{n}.py:{n}: OFFSET_{n} = {n}\n" for n in range(200)) + "</output>"
+    steps = [
+        ("cd /testbed && grep -rn OFFSET src/", listing),
+        ("cd /testbed && python reproduce.py", failing),
+        (fix, ok),
+        ("cd /testbed && sed -i 's/14/15/' src/tz/Offsets.py && sed -i 's/x/y/' docs/CHANGES.rst", ok),
+        ("python /tmp/fix_Offsets.py", ok),  # later than the sed: its write is the file's latest change
+        ("cd /testbed && python reproduce.py", "<returncode>0</returncode>\n<output>\n+14:00 -> 14:00:00\n</output>"),
+        ("rm -f /testbed/docs/CHANGES.rst", ok),
+    ]
+    state = TaskState()
+    for index, (command, output) in enumerate(steps):
+        call = ToolCall(id=f"c{index}", name="bash", arguments=json.dumps({"command": command}))
+        message = {"role": "tool", "tool_call_id": call.id, "content": output}
+        state.apply(extract(message, MessageContext(index=2 * index + 3, ref=f"t{2 * index + 3}", call=call)))
+    return state
+
+
+def test_files_changed_and_where_the_checks_stand_are_never_cut_for_room() -> None:
+    state = _coding_run()
+    full = render_state(state, "fix the offset bound", RULES)
+    assert "OFFSET_0" not in full  # 200 grep hits are evidence, not 200 facts
+    text = render_state(state, "fix the offset bound", RULES, 50, COUNTER.text)
+    changed = text.split("Files changed (latest change of each):\n", 1)[1].splitlines()
+    assert changed == [
+        "- src/tz/Offsets.py: written (python /tmp/fix_Offsets.py) [ref:t11]",  # value as written, case kept
+        "- docs/CHANGES.rst: deleted (rm) [ref:t15]",
+    ]  # the script itself is under /tmp: not a file of the task
+    assert ("- python reproduce.py: ValueError: ERR_TZ_0042 timezone offset out of range [ref:t5] — passed since "
+            "[ref:t13]") in text.splitlines()
+
+
+def test_files_changed_are_capped_newest_first_and_in_the_checkpoint() -> None:
+    from proxy.state import state_snapshot
+
+    state = _coding_run()
+    capped = render_state(state, "fix", replace(RULES, max_files_changed=1))
+    assert "- docs/CHANGES.rst: deleted (rm) [ref:t15]" in capped and "Offsets.py: written" not in capped
+    assert "Files changed" not in render_state(state, "fix", replace(RULES, max_files_changed=0))
+    snapshot = state_snapshot(state, "fix")
+    assert [row["key"] for row in snapshot["files_changed"]] == ["src/tz/Offsets.py", "docs/CHANGES.rst"]
+    assert snapshot["failures"] == [{"key": "python reproduce.py", "value": "ValueError: ERR_TZ_0042 timezone offset "
+                                     "out of range", "turn": 5, "ref": "t5", "passed_since": "t13"}]
+
+
+def test_announced_steps_close_when_a_check_passes_after_a_file_changed_and_give_way_to_a_new_plan() -> None:
+    from proxy.extract import extract
+    from proxy.records import PLAN, MessageContext, ToolCall
+
+    def tool(index: int, command: str, output: str) -> None:
+        call = ToolCall(id=f"c{index}", name="bash", arguments=json.dumps({"command": command}))
+        state.apply(extract({"role": "tool", "tool_call_id": call.id, "content": output},
+                            MessageContext(index=index, ref=f"t{index}", call=call)))
+
+    def said(index: int, text: str) -> None:
+        state.apply(extract({"role": "assistant", "content": text}, MessageContext(index=index, ref=f"a{index}")))
+
+    state = TaskState()
+    said(2, "Here's my plan:\n1. Reproduce the bug\n2. Fix `_cstack` in separable.py")
+    said(4, "Here's my plan:\n1. Fix `_cstack` in separable.py\n2. Run the separable tests")
+    assert [f.key for f in state.pending] == ["Fix _cstack in separable.py", "Run the separable tests"]
+    ok = "<returncode>0</returncode>\n<output>\n</output>"
+    tool(5, "cd /testbed && python -m pytest astropy/modeling/tests/test_separable.py -q",
+         "<returncode>0</returncode>\n<output>\n12 passed in 0.30s\n</output>")
+    assert len(state.pending) == 2  # tests passing before any change close nothing
+    tool(7, "cd /testbed && sed -i 's/= 1$/= right/' astropy/modeling/separable.py", ok)
+    tool(9, "cd /testbed && python -m pytest astropy/modeling/tests/test_separable.py -q",
+         "<returncode>0</returncode>\n<output>\n13 passed in 0.31s\n</output>")
+    assert state.pending == [] and {f.key for f in state.of_kind(PLAN)} == {
+        "Fix _cstack in separable.py", "Run the separable tests"}

@@ -43,9 +43,11 @@ from ..records import (
     ToolCall,
 )
 from .actions import command_text, tool_action, tool_output_gist, verification
+from .approvals import REQUESTED, approval_answer, approval_subject, stated_approvals, tool_approvals
+from .changes import file_changes
+from .checks import check_facts
 from .claims import columns, outcomes, rules
 from .evidence import describe
-from .approvals import REQUESTED, approval_answer, approval_subject, stated_approvals, tool_approvals
 from .constraints import constraints
 from .facts import (
     argument_root,
@@ -186,6 +188,8 @@ def _tool(text: str, data: object, call: ToolCall | None, action: Action, stages
     checked = stages.run("verification", lambda: verification(call, text, action.outcome), None)
     if checked is not None:
         triples.append((VERIFICATION, checked[0], checked[1]))
+    triples += stages.run("checks", lambda: check_facts(checked, text), [])
+    triples += stages.run("changes", lambda: file_changes(call, text, action.outcome), [])
     triples += stages.run("http failures",
                           lambda: [(FAILURE, key, value) for key, value in http_failures(text, data, call)], [])
     # A tool output is evidence: what it claims (rules, outcomes) is a fact; its rows wait as candidates until the

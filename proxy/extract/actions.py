@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from ..records import Action, Message, MessageContext, ToolCall
@@ -75,9 +76,13 @@ _FAILED_MARKS = (
     "FAILED", "\nFAIL:", "\nFAIL ", "\nFAIL\n", "\n--- FAIL", "\nERROR:", "ests failed", "est failed", "o tests ran",
     "NO TESTS RAN", "\nRan 0 tests",
 )  # fmt: skip
-_PASSED_MARKS = (
-    "PASSED", "\nOK\n", "\nOK (", "ll tests passed", "ests passed", "est passed", "\nok ", "\nok\t", "test result: ok",
-)  # fmt: skip
+# A runner's own pass summary (unittest's "OK", cargo's "test result: ok"): it outweighs what the tests printed.
+_RUNNER_PASSED_MARKS = ("\nOK\n", "\nOK (", "test result: ok")
+# Signs of a failure in any output, whatever the exit status: an exception was raised, an assertion failed.
+_FAILURE_SIGNS = ("Traceback (most recent call last):", "AssertionError")
+# Signs of an error that may be expected (a check script printing the error it looks for): not a pass.
+_ERROR_SIGNS = ("Error:", "ERROR")
+_MAX_COUNTED_PASSES = 64  # "N passed" matches looked at for a runner's summary line
 _TEST_WORDS = ("test", "tox", "nox", "check", "reproduce", "verify", "rspec", "jest", "mocha", "phpunit")
 # pytest: "1 failed", "2 errors". Matched from the start of a digit run only (`(?<!\d)0*`): a start inside a long
 # run rescans the rest of it.
@@ -242,6 +247,13 @@ def _error_line(text: str, head: list[str], tail: list[str], code: int | None, d
             return last
         return None
     return _traceback_exception(text) or _leading_error(head)
+
+
+def failure_line(text: str) -> str | None:
+    """The line that shows why a run failed, as printed: the exception line of the last traceback, a runner's
+    failure summary, the first error line, else the last meaningful line; None for an empty output."""
+    last = _last_lines(text, 1)
+    return _traceback_exception(text) or _summary_failure(text) or _first_error(text) or (last[0] if last else None)
 
 
 def _traceback_exception(text: str) -> str | None:
@@ -457,16 +469,44 @@ def _without_heredocs(command: str) -> str:
 
 
 def runner_verdict(text: str, outcome: str) -> str:
-    """ "failed" or "passed": runner summaries first (a pipe can hide the exit status), then the outcome."""
+    """ "failed", "passed" or "unclear": a runner's failure summary first (a pipe can hide the exit status), then
+    its pass summary; without one, what the output shows: a failed outcome, a traceback or an assertion error is a
+    failure even at exit status 0, an error line ("TypeError: …", "ERROR") makes a pass unclear (a check script
+    may print an error it expects); only an output without any of them passed."""
     inner = text if len(text) <= _HEAD_CHARS else text[:_TAIL_CHARS] + "\n" + text[-_TAIL_CHARS:]
     window = f"\n{inner}\n"
     counted_failures = (" failed" in window or " error" in window) and _FAILED_COUNT.search(window)
     if counted_failures or any(mark in window for mark in _FAILED_MARKS):
         return "failed"
-    counted_passes = " passed" in window and _PASSED_COUNT.search(window)
-    if counted_passes or any(mark in window for mark in _PASSED_MARKS):
+    if (" passed" in window and _counted_passes(window)) or any(mark in window for mark in _RUNNER_PASSED_MARKS):
         return "passed"
-    return "failed" if outcome == "error" else "passed"
+    if outcome == "error" or any(mark in text for mark in _FAILURE_SIGNS):
+        return "failed"
+    if any(mark in text for mark in _ERROR_SIGNS):
+        return "unclear"
+    return "passed"
+
+
+def _counted_passes(window: str) -> bool:
+    """A runner's count of passes: "3 passed in 0.12s" (pytest), "Tests: 3 passed, 3 total" (jest); not a
+    script's "Test 1 passed", which says nothing of what else it printed."""
+    for match in itertools.islice(_PASSED_COUNT.finditer(window), _MAX_COUNTED_PASSES):
+        start = window.rfind("\n", max(0, match.start() - _LONG_LINE_CHARS), match.start()) + 1
+        end = window.find("\n", match.end(), match.end() + _LONG_LINE_CHARS)
+        line = window[start : end if end >= 0 else match.end() + _LONG_LINE_CHARS]
+        if _SUMMARY_DURATION.search(line) or " total" in line or line.lstrip().startswith(("=", "Tests:")):
+            return True
+    return False
+
+
+def error_sign_line(text: str) -> str | None:
+    """The first line of the output that shows an error (see runner_verdict's "unclear"), cleaned, or None."""
+    found = [index for index in (text.find(mark) for mark in _ERROR_SIGNS) if index >= 0]
+    if not found:
+        return None
+    start = min(found)
+    end = text.find("\n", start)
+    return _clean(text[text.rfind("\n", 0, start) + 1 : end if end >= 0 else len(text)]) or None
 
 
 def verification(call: ToolCall | None, text: str, outcome: str) -> tuple[str, str] | None:
