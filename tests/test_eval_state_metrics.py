@@ -312,3 +312,16 @@ def test_a_text_agents_command_is_its_bash_block_not_a_snippet_in_its_prose() ->
     found = commands(run)
     assert [c.text for c in found] == ["sed -i 's/a + b/a - b/' pkg/calc.py"]
     assert changed_files(found) == ["pkg/calc.py"]
+
+
+def test_the_states_own_lines_of_changes_checks_and_refusals_are_not_dump_rows() -> None:
+    from proxy.evaluate.metrics import dump_row
+
+    for line in ("- src/invoicekit/tax/rounding.py: written (write_file) [ref:1c60b903d5f9]",
+                 "- metricsd/ingest/regions.py: edited (sed -i) [ref:19551643d774]",
+                 "- python -m pytest -v: failed: FAILED tests/test_tax.py::test_nl - ValueError: x [ref:3c4d]",
+                 "- python -m pytest tests/test_tax.py -v: failed [ref:faecb1ede12f] — passed since [ref:b6993cd4469a]",
+                 "- 403: key lacks scope lanes:write (at https://partner.example/v3/lanes/1) [ref:1601fe8fef85]"):
+        assert dump_row(line) is None, line
+    for line in ("- src/app/models.py:12: def parse_date(value):", "- 41:        return value.strip()"):
+        assert dump_row(line) == "grep", line

@@ -213,3 +213,21 @@ def test_a_django_test_passing_under_its_class_label_is_shown_too() -> None:
     other = fold(("python tests/runtests.py utils_tests.test_dateparse", DJANGO_FAILING),
                  ("python tests/runtests.py utils_tests.test_timesince", passing))
     assert "passed since" not in verification_lines(other)[0]
+
+
+def test_a_summary_line_pytest_cut_short_gets_the_failures_whole_exception_line() -> None:
+    from proxy.extract.checks import check_facts
+    from proxy.records import FAILING
+
+    output = ("=================================== FAILURES ===================================\n"
+              "___________________ test_nl_rounds_per_invoice_half_even ___________________\n"
+              ">           raise ValueError(f\"ERR_TAX_{_code(rule)} unsupported rounding mode {rule.mode!r}\")\n"
+              "E   ValueError: ERR_TAX_0042 unsupported rounding mode 'half_even' for region 'NL'\n"
+              "=========================== short test summary info ============================\n"
+              "FAILED tests/test_tax.py::test_nl_rounds_per_invoice_half_even - ValueError: unsupported rounding mode 'half...\n"
+              "FAILED tests/test_tax.py::test_be_half_even_tie - ValueError: unsupported rounding mode 'half_even' for re...\n"
+              "========================= 2 failed, 14 passed in 0.91s =========================\n")
+    [(kind, key, line)] = [fact for fact in check_facts(("pytest -v", "failed"), output) if fact[0] == FAILING]
+    assert line == ("FAILED tests/test_tax.py::test_nl_rounds_per_invoice_half_even - ValueError: unsupported rounding "
+                    "mode 'half... — ValueError: ERR_TAX_0042 unsupported rounding mode 'half_even' for region 'NL' "
+                    "(+1 more)")

@@ -214,7 +214,10 @@ _LS_TOTAL = re.compile(r"total \d+$")
 _PIP_ROW = re.compile(r"[A-Za-z][\w.-]*\s{2,}\d+(\.\w+)+(\s+\S+)?$")  # `pip list`: name, padding, version
 _BARE_PATH = re.compile(r"(\.{1,2}/|/|~/)?([\w.@+-]+/)+[\w.@+-]*$|\./[\w.@+-]+$")  # find's output: a path only
 # grep -rn (`path:12: text`), grep -r (`dir/path.py:text`), grep -n or -A/-B in one file (`12: text`, `12- text`)
-_GREP_HIT = re.compile(r"\.?/?[\w.@+/-]*[\w-]\.\w{1,8}[:-]\d+[:-]|\.?/?[\w.@+-]*/[\w.@+/-]*\.\w{1,8}: ?\S|\d+[:-]\s")
+# `path:12: text`, `path: text` (grep -r without -n), `12:    text` (grep -n of one file: the line's indentation
+# follows; "403: key lacks scope" is an HTTP status line of the state's, not a hit)
+_GREP_HIT = re.compile(r"\.?/?[\w.@+/-]*[\w-]\.\w{1,8}[:-]\d+[:-]|\.?/?[\w.@+-]*/[\w.@+/-]*\.\w{1,8}: ?\S|"
+                       r"\d+[:-](?:\s{2,}|\t)")
 _FRAME = re.compile(r'File "[^"]+", line \d+|Traceback \(most recent call last\)|[\w./-]+\.py:\d+: in \w+')
 _PROGRESS = re.compile(r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s*\[\s*\d+%\]|\S+\s+[.FEsxX]+\s+\[\s*\d+%\]$")
 _LOG = re.compile(
@@ -244,7 +247,9 @@ _SIZE = re.compile(r"\s*\(\d+ lines?(, [\d.]+k? chars)?\)$|\s*\([\d.]+ [kMG]?B\)
 _LABEL = re.compile(r"[^\s=:][^=:]{0,79}?( = |: )(\w+=)?")
 _CARD_FIELD = re.compile(r"\w+=")
 _PLAN = re.compile(r"\[[ x]\] ")
-_VERIFIED = re.compile(r".+: (passed|failed)$")
+_VERIFIED = re.compile(r".+: (passed|failed|unclear)(: .*| — passed since)?$")
+# a "Files changed" line of the state's: the file and how the agent changed it
+_CHANGED = re.compile(r"\S+: (written|edited|deleted|patched|created|moved|copied|renamed|changed)\b")
 
 DUMP_KINDS = ("listing", "doc", "grep", "source", "frame", "log")
 
@@ -286,7 +291,7 @@ def dump_row(line: str) -> str | None:
     body = line_body(line)
     if not body or line.startswith("## ") or (body.endswith(":") and not line.lstrip().startswith("- ")):
         return None
-    if _PLAN.match(body) or _VERIFIED.match(body) or _SAYS.match(body):
+    if _PLAN.match(body) or _VERIFIED.match(body) or _SAYS.match(body) or _CHANGED.match(body):
         return None  # an item, a verification, a digest line of what the agent or user said: workset's structure
     found = _PLACEHOLDER.match(body) or (_ACTION.match(body) if " -> " in body else None)
     if found:

@@ -55,7 +55,13 @@ def _test_failure(lines: list[str], output: str) -> str | None:
     unittest's header with the exception line of its traceback."""
     failed = [line for line in lines if _pytest_failed(line)]
     if failed:
-        return failed[0] + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
+        more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+        if failed[0].endswith("..."):
+            # pytest cut the message to the terminal's width: the error code it held is in the failure's `E` line
+            exception = next((line[1:].strip() for line in lines if line.startswith("E   ") and line[1:].strip()), "")
+            if exception:
+                return f"{failed[0]} — {exception}{more}"
+        return failed[0] + more
     headers = [index for index, line in enumerate(lines) if line.startswith(("FAIL: ", "ERROR: "))
                and _UNITTEST_HEADER.match(line)]
     if not headers:
