@@ -63,8 +63,15 @@ FAILING = "failing"
 # fact of the same command (or of the one test that failed) means it has passed since. Not shown.
 PASSING = "passing"
 
+# Why the agent changed a file: key is the path, value the sentence of the message that made its first change
+# which says what is wrong or what the change does (shown on the file's line).
+REASON = "reason"
+# What the agent said last that reads as a reason (see conclusions.change_reason): key "latest"; a change made by a
+# call whose message says nothing takes it as its REASON. Not shown.
+SAID = "said"
+
 FACT_KINDS = (CONSTRAINT, PLAN, APPROVAL, VERIFICATION, DECISION, FIELD, AMOUNT, QUANTITY, DATE, IDENTIFIER, PATH, URL,
-              FAILURE, FINDING, RULE, OUTCOME, CANDIDATE, COLUMN, CHANGED, SCRIPT, RAN, FAILING, PASSING)
+              FAILURE, FINDING, RULE, OUTCOME, CANDIDATE, COLUMN, CHANGED, SCRIPT, RAN, FAILING, PASSING, REASON, SAID)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,9 @@ from .records import (
     IDENTIFIER,
     OUTCOME,
     QUANTITY,
+    REASON,
     RULE,
+    SAID,
     URL,
     DECISION,
     FAILING,
@@ -47,7 +49,7 @@ from .records import (
 
 # Kinds rendered in their own sections (or read by them: scripts, runs and passes); the rest are "key facts".
 SECTION_KINDS = frozenset({CONSTRAINT, PLAN, DECISION, APPROVAL, VERIFICATION, FAILURE, FINDING, RULE, OUTCOME,
-                           CHANGED, SCRIPT, RAN, FAILING, PASSING})
+                           CHANGED, SCRIPT, RAN, FAILING, PASSING, REASON, SAID})
 
 
 MAX_CANDIDATES = 4_096  # rows of tool outputs remembered for promotion, per path: the oldest are let go first
@@ -87,6 +89,14 @@ class TaskState:
             self._remember(fact)
             return
         key = fact_key(fact)
+        if fact.kind == REASON:
+            if key in self.facts:
+                return  # why a file was changed is said at its first change
+            if not fact.value:  # the call's message said nothing: what the agent said last
+                said = self.facts.get((SAID, "latest"))
+                if said is None:
+                    return
+                fact = replace(fact, value=said.value)
         if fact.source in ("assistant", "user") and fact.kind in MENTION_KINDS:
             held = self.facts.get(key)
             if held is not None and held.source == "tool":
@@ -199,7 +209,7 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         [-rules.max_settled_approvals:] if rules.max_settled_approvals else [],
         VERIFIED: _verification_lines(state, rules.max_failing_checks),
         # never cut either (capped by a policy key): what a coding task has changed so far
-        FILES_CHANGED: [f"- {one_line(f.key, 200)}: {one_line(f.value, 160)}{_ref(f)}"
+        FILES_CHANGED: [f"- {one_line(f.key, 200)}: {one_line(f.value, 160)}{_ref(f)}{_reason(state, f.key)}"
                         for f in _files_changed(state)[-rules.max_files_changed:]] if rules.max_files_changed else [],
     }
     # What room is left goes first to the agent's conclusions (decisions, what failed, what it worked out), then
@@ -305,6 +315,18 @@ FILES_CHANGED = "Files changed (latest change of each):"
 CHANGE_SECTIONS = frozenset({RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, VERIFIED, FILES_CHANGED})
 SECTION_ORDER = (CONSTRAINTS, RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, FAILED, FINDINGS, VERIFIED,
                  FILES_CHANGED, COMPLETED, FACTS)
+
+
+_COPIES = (".backup", ".bak", ".orig", ".rej", ".old", "~")
+
+
+def _reason(state: TaskState, path: str) -> str:
+    """Why the file was changed, for a file of the project: not a scratch file at the root of where the agent
+    works (a reproduction or fix script), nor a backup copy."""
+    reason = state.facts.get((REASON, path))
+    if reason is None or "/" not in path.strip("./") or path.endswith(_COPIES):
+        return ""
+    return f" — why: {one_line(reason.value, 200)}"
 
 
 def _named_columns(state: TaskState, focus: str) -> list[Fact]:

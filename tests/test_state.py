@@ -250,3 +250,26 @@ def test_announced_steps_close_when_a_check_passes_after_a_file_changed_and_give
          "<returncode>0</returncode>\n<output>\n13 passed in 0.31s\n</output>")
     assert state.pending == [] and {f.key for f in state.of_kind(PLAN)} == {
         "Fix _cstack in separable.py", "Run the separable tests"}
+
+
+def test_a_changed_files_line_says_why_in_the_agents_words_from_its_first_change() -> None:
+    from proxy.extract import extract
+    from proxy.records import MessageContext, ToolCall
+
+    state = TaskState()
+
+    def step(index: int, said: str, command: str) -> None:
+        state.apply(extract({"role": "assistant", "content": said}, MessageContext(index=index, ref=f"a{index}")))
+        call = ToolCall(id=f"c{index}", name="bash", arguments=json.dumps({"command": command}))
+        state.apply(extract({"role": "tool", "tool_call_id": call.id, "content": "<returncode>0</returncode>\n"
+                             "<output>\n</output>"},
+                            MessageContext(index=index + 1, ref=f"t{index + 1}", call=call, previous_assistant_text=said)))
+
+    step(2, "I see the issue now. The bug is that `_cstack` sets the right block to 1 instead of copying `right`.",
+         "cd /testbed && sed -i 's/= 1$/= right/' astropy/modeling/separable.py")
+    step(4, "", "cd /testbed && sed -i 's/x/y/' astropy/modeling/separable.py")  # a bare call: keeps the first why
+    step(6, "Let me write a quick reproduction.", "cat > repro.py <<'EOF'\nprint(1)\nEOF")
+    lines = render_state(state, "fix", RULES).split("Files changed (latest change of each):\n", 1)[1].splitlines()
+    assert lines[0] == ("- astropy/modeling/separable.py: edited (sed -i) [ref:t5] — why: The bug is that `_cstack` sets "
+                        "the right block to 1 instead of copying `right`.")
+    assert lines[1].startswith("- repro.py: written") and "why" not in lines[1]  # a scratch script at the root

@@ -25,6 +25,7 @@ from ..messages import message_text, tool_calls
 from ..records import (
     APPROVAL,
     CANDIDATE,
+    CHANGED,
     COLUMN,
     CONSTRAINT,
     DECISION,
@@ -33,7 +34,10 @@ from ..records import (
     FINDING,
     OUTCOME,
     PLAN,
+    REASON,
     RULE,
+    SAID,
+    SCRIPT,
     VERIFICATION,
     Action,
     Extraction,
@@ -62,7 +66,7 @@ from .facts import (
     text_facts,
     window,
 )
-from .conclusions import decisions, failures, findings, http_failures, prose_sentences
+from .conclusions import change_reason, decisions, failures, findings, http_failures, prose_sentences
 from .plans import plan_items
 from .text import one_line
 from .stages import Stages
@@ -98,7 +102,7 @@ def extract(message: Message, context: MessageContext, max_chars: int = EXTRACT_
         action = tool_action(message, full, context, data)  # the gist reads its own bounded parts of the output
         actions = (action,)
         call = _bounded([context.call], max_chars // 2)[0] if context.call else None
-        triples = _tool(text, data, call, action, stages)
+        triples = _tool(text, data, call, action, stages, context.previous_assistant_text)
     else:
         return Extraction()
     source = "tool" if role in ("tool", "function") else str(role)
@@ -159,6 +163,9 @@ def _assistant(text: str, calls: list[ToolCall], stages: Stages) -> list[_Triple
     triples += stages.run(
         "plan", lambda: [(PLAN, key, status) for key, status in plan_items(text, calls, "assistant")], [])
     said = stages.run("conclusions", lambda: prose_sentences(text), []) if text else []
+    reason = change_reason(text) if said else ""
+    if reason:
+        triples.append((SAID, "latest", reason))
     triples += [(DECISION, key, value) for key, value in decisions(said)]
     triples += [(FAILURE, key, value) for key, value in failures(said)]
     triples += stages.run("findings", lambda: [(FINDING, key, value) for key, value in findings(text)], [])
@@ -183,13 +190,16 @@ def _argument_facts(calls: list[ToolCall]) -> list[_Triple]:
     return triples
 
 
-def _tool(text: str, data: object, call: ToolCall | None, action: Action, stages: Stages) -> list[_Triple]:
+def _tool(text: str, data: object, call: ToolCall | None, action: Action, stages: Stages,
+          prose: str = "") -> list[_Triple]:
+    """`prose`: the words of the assistant message that made the call (why it changes what it changes)."""
     triples: list[_Triple] = []
     checked = stages.run("verification", lambda: verification(call, text, action.outcome), None)
     if checked is not None:
         triples.append((VERIFICATION, checked[0], checked[1]))
     triples += stages.run("checks", lambda: check_facts(checked, text), [])
-    triples += stages.run("changes", lambda: file_changes(call, text, action.outcome), [])
+    changes = stages.run("changes", lambda: file_changes(call, text, action.outcome), [])
+    triples += changes + (_reasons(changes, change_reason(prose)) if changes else [])
     triples += stages.run("http failures",
                           lambda: [(FAILURE, key, value) for key, value in http_failures(text, data, call)], [])
     # A tool output is evidence: what it claims (rules, outcomes) is a fact; its rows wait as candidates until the
@@ -213,6 +223,14 @@ def _tool(text: str, data: object, call: ToolCall | None, action: Action, stages
                                             for kind, key, value in text_facts(body)]
                           + [(CANDIDATE, f"{COLUMN}:{token}", line) for token, line in columns(body)], [])
     return triples
+
+
+def _reasons(changes: list[_Triple], reason: str) -> list[_Triple]:
+    """Why each file a call changes was changed: the agent's sentence (kept from the first change of a file); ""
+    when the call's message says nothing (the state takes what the agent said last, see SAID)."""
+    paths = [key for kind, key, _ in changes if kind == CHANGED]
+    paths += [line.split("\t", 1)[0] for kind, _, value in changes if kind == SCRIPT for line in value.splitlines()]
+    return [(REASON, path, reason) for path in dict.fromkeys(paths) if path]
 
 
 def _subject(call: ToolCall | None, action: Action) -> str:

@@ -240,6 +240,29 @@ def prose_sentences(text: str) -> list[str]:
     return found
 
 
+# The words of a sentence that says what is wrong or what the change does ("the fix is", "the issue is", "instead
+# of", "should"): of a message that changes a file, the sentence that says why.
+_WHY = re.compile(
+    r"\b(?:the|a|my|this|our) (?:fix|bug|issue|problem|cause|root cause|solution)\b|\bfix(?:es|ed|ing)?\b|"
+    r"\b(?:wrong|incorrect|instead|should|need(?:s)? to|missing|broken|change|modify|replace|update|handle)\b|"
+    r"修复|问题|原因|改为|应该",
+    re.I,
+)
+_WHY_NAMED = re.compile(r"\b(?:the|a|my|this|our) (?:fix|bug|issue|problem|cause|root cause|solution) (?:is|was)\b|"
+                        r"\bfix (?:it|this) by\b|\broot cause\b|问题(?:在于|是)|原因是", re.I)
+MAX_REASON_CHARS = 200
+
+
+def change_reason(text: str) -> str:
+    """Why the agent makes the change its message makes: the first of its sentences that says what is wrong or
+    what the change does, else its first sentence; "" when it says nothing (a bare tool call)."""
+    said = prose_sentences(text)
+    if not said:
+        return ""
+    named = next((sentence for sentence in said if _WHY_NAMED.search(sentence)), None)  # "the bug is that …"
+    return cut(named or next((sentence for sentence in said if _WHY.search(sentence)), said[0]), MAX_REASON_CHARS)
+
+
 def decisions(said: list[str]) -> list[tuple[str, str]]:
     """(key, sentence) for the sentences (see `prose_sentences`) that state a decision ("I'll use X", "the fix is
     to ...", "统一按…计算")."""
