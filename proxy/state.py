@@ -258,20 +258,20 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     return "\n".join(out)
 
 
-CHANGES_TITLE = "## Task state changes since the compaction above (kept by workset; the state above is as it was then)"
-NO_LONGER_OPEN = "No longer open (done or dropped since):"
+CHANGES_TITLE = "## Task state since the compaction above (kept by workset)"
+NO_LONGER_OPEN = "No longer open (done or dropped):"
 
 
 def state_changes(frozen: str, now: str) -> str:
-    """What the state `now` says that the state `frozen` (rendered at the last compaction) does not, for the
-    sections a model acts on: first the pending items `frozen` listed that are no longer open, then the new lines of
-    CHANGE_SECTIONS under their titles (a check that passed since, an approval granted, a new decision or rule);
-    "" when nothing changed. Key facts and failed calls since the compaction are in view as sent."""
+    """What the state `now` says that the state `frozen` (rendered at the last compaction) does not, in few words
+    (it is sent after the newest message, uncached, with every request until the next compaction): the pending
+    items `frozen` listed that are no longer open, the checks and approvals whose line changed (`pytest x:
+    passed`), and the paths of the files changed since; "" when nothing changed."""
     before = set(frozen.split("\n"))
     still_open = {line for line in now.split("\n") if line.startswith("- [ ] ")}
-    closed = [line.replace("- [ ] ", "- [x] ", 1) for line in frozen.split("\n")
-              if line.startswith("- [ ] ") and line not in still_open]
-    out: list[str] = [NO_LONGER_OPEN, *closed] if closed else []
+    closed = [line[6:] for line in frozen.split("\n") if line.startswith("- [ ] ") and line not in still_open]
+    out: list[str] = [f"{NO_LONGER_OPEN} " + "; ".join(closed)] if closed else []
+    files: list[str] = []
     title = ""
     for line in now.split("\n")[1:]:  # the heading is the same
         if not line.startswith(("- ", "  ")):
@@ -279,9 +279,15 @@ def state_changes(frozen: str, now: str) -> str:
             continue
         if title not in CHANGE_SECTIONS or line in before:
             continue
+        if title == FILES_CHANGED:
+            files.append(line[2:].split(": ", 1)[0])
+            continue
         if title not in out:
             out.append(title)
-        out.append(line)
+        head, failed, rest = line.partition(": failed: ")  # the verdict and refs; the error line is in view
+        out.append(f"{head}: failed{rest[rest.find(' [ref:'):] if ' [ref:' in rest else ''}" if failed else line)
+    if files:
+        out.append("Files changed since: " + ", ".join(files))
     return "\n".join([CHANGES_TITLE, *out]) if out else ""
 
 
@@ -312,7 +318,9 @@ VERIFIED = "Verification:"
 FACTS = "Key facts (from tool outputs, by what they describe):"
 FAILED = "Learned the hard way (failed approaches and limits; do not repeat as is):"
 FILES_CHANGED = "Files changed (latest change of each):"
-CHANGE_SECTIONS = frozenset({RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, VERIFIED, FILES_CHANGED})
+# What the frozen state says that may have stopped being so (a check, an approval) and what a coding task has done
+# since: new decisions, rules and outcomes since the compaction are in view as sent.
+CHANGE_SECTIONS = frozenset({APPROVALS, SETTLED, VERIFIED, FILES_CHANGED})
 SECTION_ORDER = (CONSTRAINTS, RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, FAILED, FINDINGS, VERIFIED,
                  FILES_CHANGED, COMPLETED, FACTS)
 
