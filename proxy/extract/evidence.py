@@ -31,6 +31,7 @@ ROW_KINDS = frozenset({LISTING, SEARCH, SOURCE, BUILD, LOG})  # outputs whose li
 
 MAX_SHAPE_LINES = 80  # lines read to judge an output by its shape
 MAX_COMMAND_CHARS = 2_000  # of a command, what is read to name its program and its file
+MAX_ROW_CHARS = 1_000  # a longer line is no row of a listing, a search or a file
 ROW_SHARE = 0.5  # this share of an output's non-empty lines being rows of one kind makes it that kind
 
 _CODE_EXTENSIONS = frozenset(
@@ -239,6 +240,8 @@ def _by_shape(lines: list[str]) -> str:
 def row_kind(line: str) -> str | None:
     """The kind of row a line is (a listing entry, a search hit, a log line, a line of code), or None for a line
     someone wrote as a statement."""
+    if len(line) > MAX_ROW_CHARS:
+        return None  # a blob, not a row: and no pattern below reads a megabyte of one line
     stripped = line.strip()
     if not stripped or stripped.startswith(("<returncode>", "<output>", "</output>")):
         return None
