@@ -205,15 +205,51 @@ def segment(messages: Sequence[Message]) -> list[tuple[int, int]] | None:
     return pairing.units if pairing.complete else None
 
 
+REMINDER_OPEN, REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
+
+
+def is_reminder(message: Message) -> bool:
+    """A message the client adds beside the work: a system or developer message, or a user message of nothing but
+    <system-reminder> blocks (how Claude Code sends its reminders when it sends no system turns; after
+    translation such text beside tool results is a user message of its own). Neither the agent's work nor the
+    user's words."""
+    role = message.get("role")
+    if role in PINNED_ROLES:
+        return True
+    if role != "user":
+        return False
+    content = message.get("content")
+    parts = [content] if isinstance(content, str) else content if isinstance(content, list) else []
+    if not parts:
+        return False
+    for part in parts:
+        text = part if isinstance(part, str) else part.get("text") if isinstance(part, dict) \
+            and part.get("type") == "text" else None
+        if not isinstance(text, str):
+            return False
+        text = text.strip()
+        if not (text.startswith(REMINDER_OPEN) and text.endswith(REMINDER_CLOSE)):
+            return False
+    return True
+
+
+def work_units(messages: Sequence[Message], units: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The units that are work (a tool call with its results, a user or assistant message): not those of
+    reminders only, which must never count as one of the newest turns nor take the place of the newest."""
+    return [unit for unit in units if not all(is_reminder(messages[i]) for i in range(unit[0], unit[1] + 1))]
+
+
 def pinned_indices(messages: Sequence[Message], observed: Sequence[bool] = ()) -> set[int]:
     """System and developer messages, the task (first user turn), the latest user turn and the assistant reply
-    it answers (a confirmation is meaningless without the question). Observations are not user turns."""
+    it answers (a confirmation is meaningless without the question). Observations are not user turns, nor are
+    reminders sent in the user role after the task."""
     pinned = {i for i, m in enumerate(messages) if m.get("role") in PINNED_ROLES}
     users = [i for i, m in enumerate(messages)
              if m.get("role") == "user" and not (i < len(observed) and observed[i])]
     if users:
-        pinned.update((users[0], users[-1]))
-        before = users[-1] - 1
+        latest = next((i for i in reversed(users[1:]) if not is_reminder(messages[i])), users[0])
+        pinned.update((users[0], latest))
+        before = latest - 1
         if before > users[0] and messages[before].get("role") == "assistant" and not messages[before].get("tool_calls"):
             pinned.add(before)
     return pinned
@@ -448,7 +484,8 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
     Then the oldest tool turns (an assistant message with its tool results, or a text-based agent's command with
     its observation) after the task leave, each replaced by digest lines: the assistant's own prose, whole
     where short, then one line per call. Then the assistant's replies in the dialogue, oldest first. Then the
-    recent units give way, oldest first (masked, then removed), never the newest unit or a pinned message. The
+    recent units give way, oldest first (masked, then removed), never the newest unit of work (nor the reminders
+    after it) or a pinned message. Recent units are units of work: a unit of reminders only counts for none. The
     user's own messages stay through all of that: only when they alone would pass the budget do the oldest
     leave, and the compacted message names them. `fixed_tokens` are the parts outside the messages (tool
     definitions, live state)."""
@@ -458,13 +495,16 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
     pinned = pinned_indices(messages, conversation.observed)
     after_task = task if task is not None else -1
     units = tool_turns(conversation, units)
+    work = work_units(messages, units)
+    # the newest unit of work and whatever follows it (reminders) are never masked or removed
+    newest = work[-1][0] if work else count
     removed_through = max(previous.removed_through, after_task) if previous else after_task
     kept = set(previous.kept) if previous else set()
     lines = list(previous.digest_lines) if previous else []
     folded_steps = previous.folded_steps if previous else 0
     folded_failed = previous.folded_failed if previous else 0
     dropped = list(previous.dropped_users) if previous else []
-    recent = units[-policy.recent_turns:]
+    recent = work[-policy.recent_turns:]  # counted in units of work: reminders take no newest turn's place
     recent_start = recent[0][0] if recent else count
     masked_through = max(previous.masked_through if previous else -1, recent_start - 1)
     pastes = set(previous.pastes) if previous else set()
@@ -539,12 +579,14 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
         if unit[1] <= removed_through and is_dialogue(unit) and not is_users(unit) and unit[0] in kept \
                 and unit[0] not in pinned:
             remove(unit)
-    # Phase 3: recent units give way, oldest first, the newest unit always kept.
-    for unit in recent[:-1]:
+    # Phase 3: recent units give way, oldest first, the newest unit of work and what follows it always kept (the
+    # reminders among them are kept as pinned messages are, wherever a unit is removed).
+    giving = [unit for unit in units if recent_start <= unit[0] < newest]
+    for unit in giving:
         if total() <= target:
             break
         mask(unit)
-    for unit in recent[:-1]:
+    for unit in giving:
         if total() <= target:
             break
         # not removed yet, or dialogue an earlier compaction kept that has since become recent
@@ -555,7 +597,7 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
         if total() <= budget.limit:
             break
         if is_users(unit) and after_task < unit[0] <= removed_through and unit[0] in kept and unit[0] not in pinned \
-                and unit != units[-1]:
+                and unit[0] < newest:
             shown_total -= shown(unit[0])
             kept.discard(unit[0])
             item = f"turn {unit[0]} [ref:{conversation.refs[unit[0]]}]"
@@ -745,5 +787,5 @@ def build(conversation: Conversation, epoch: Epoch | None, policy: Policy, count
 __all__ = [
     "Budget", "BuiltPrefix", "Conversation", "Epoch", "Pairing", "WorkingSet", "build", "compacted_message", "digest_lines",
     "extend_prefix", "pinned_indices", "placeholder", "plan_compaction", "segment", "state_message",
-    "verbatim", "with_tail_state",
+    "verbatim", "with_tail_state", "is_reminder", "work_units",
 ]

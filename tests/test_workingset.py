@@ -193,3 +193,31 @@ def test_build_is_deterministic(steps: int) -> None:
     conv = conversation(messages)
     epoch = planned(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), "s")
     assert build(conv, epoch, rules, COUNTER, EXCERPT) == build(conversation(messages), epoch, rules, COUNTER, EXCERPT)
+
+
+def reminder(text: str, as_system: bool) -> dict:
+    """Claude Code's reminder as it reaches the core: a system message, or (when it sends no system turns) a user
+    message of <system-reminder> text after the tool results."""
+    if as_system:
+        return {"role": "system", "content": text}
+    return {"role": "user", "content": [{"type": "text", "text": f"<system-reminder>\n{text}\n</system-reminder>"}]}
+
+
+@pytest.mark.parametrize("as_system", [True, False])
+@pytest.mark.parametrize("count", [1, 3])
+def test_reminders_after_the_newest_tool_result_never_take_its_place(as_system: bool, count: int) -> None:
+    messages = agent_run(20) + [reminder(f"The user hasn't heard from you ({n}).", as_system) for n in range(count)]
+    conv = conversation(messages)
+    rules = replace(policy(max_input_tokens=3000), recent_turns=1)
+    epoch = planned(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), "")
+    result = build(conv, epoch, rules, COUNTER, EXCERPT)
+    assert epoch.masked_through > 0, "the plan compacted"
+    # the newest call, its result and the reminders after them, as sent
+    assert result.messages[-(2 + count):] == messages[-(2 + count):]
+
+
+def test_the_latest_user_turn_is_the_users_not_a_reminder_after_it() -> None:
+    messages = agent_run(3) + [{"role": "assistant", "content": "Done?"}, {"role": "user", "content": "Status?"},
+                               reminder("Note: parser.py was modified by the user.", as_system=False)]
+    pinned = pinned_indices(messages)
+    assert {len(messages) - 3, len(messages) - 2} <= pinned  # the user's question and the reply it answers
