@@ -16,7 +16,7 @@ from proxy.messages import message_text
 from proxy.policy import Policy
 from proxy.state import TaskState
 from proxy.tokens import TokenCounter
-from proxy.workingset import DROPPED_USERS, WORKSET_TAG, Pairing, first_user
+from proxy.workingset import COMPACTED, DROPPED_USERS, REPEATED, WORKSET_TAG, Pairing, first_user
 
 OBSERVATIONS = Policy().observation_matcher  # the default rules: which user messages are tool observations
 EXCERPT_MARK = "tokens of this output elided; full output: [ref:"
@@ -73,6 +73,25 @@ def newest_work(request: list[dict[str, Any]]) -> int:
             merged.append(unit)
     work = [u for u in merged if not all(is_reminder(request[i]) for i in range(u[0], u[1] + 1))]
     return work[-1][0] if work else len(request)
+
+
+def repeat_problems(request: list[dict[str, Any]], codes: str, compacted: bool) -> list[str]:
+    """A reminder sent again exactly is forwarded once, at its latest place: a compaction leaves out every earlier
+    copy before the newest turn (code REPEATED in the decision record), and no message is ever left out as a
+    repeat unless a later copy is forwarded. `codes`: the request's decision record."""
+    codes = codes.replace(COMPACTED, "").replace("S", "")
+    task = first_user(request)
+    first_system = next((i for i, m in enumerate(request) if m.get("role") in ("system", "developer")), -1)
+    newest = newest_work(request)
+    problems = []
+    for index, message in enumerate(request):
+        later = any(other == message for other in request[index + 1:])
+        if codes[index] == REPEATED and not later:
+            problems.append(f"message {index} left out as a repeat, but no later copy")
+        repeatable = is_reminder(message) and index > max(task if task is not None else -1, first_system)
+        if compacted and repeatable and later and index < newest and codes[index] != REPEATED:
+            problems.append(f"reminder {index} forwarded again at a compaction although a later copy is")
+    return problems
 
 
 def shown_as_sent(message: dict[str, Any], sent: list[dict[str, Any]]) -> bool:
@@ -136,7 +155,7 @@ def violations(sent: list[dict[str, Any]], request: list[dict[str, Any]], state:
     tokens = forwarded_tokens(sent, tools, counter)
     if tokens > budget and pinned_tokens(sent, request, tools, counter) <= budget:
         problems.append(f"over budget: {tokens} > {budget} although the pinned parts fit")
-    for message in request:
+    for message in request:  # a repeated one once, at its latest place (see repeat_problems)
         if message.get("role") in ("system", "developer") and message not in sent:
             problems.append("a system message was not forwarded verbatim")
     task = first_user(request)

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from properties import PathState, violations
+from properties import PathState, repeat_problems, violations
 from stores import run_sql, store_location
 
 from proxy.config import Config
@@ -121,6 +121,8 @@ def replay(policy: Policy, messages: list[dict[str, Any]], calls_at: list[int], 
             prepared = engine.prepare({"model": "m", "messages": request}, "caller", policy_name=policy.name)
             state = expected.update(request)
             problems = violations(prepared.body["messages"], request, state, policy.budget.max_input_tokens, None, COUNTER)
+            if prepared.decision is not None and prepared.rewritten:
+                problems += repeat_problems(request, prepared.decision.codes, prepared.compacted)
             assert not problems, (end, problems)
             sent.append(orjson.dumps(prepared.body["messages"]))
     finally:
@@ -138,7 +140,7 @@ def test_invariants_hold_on_every_turn_and_output_is_deterministic(conversation,
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(conversation=conversations(), policy=policies)
+@given(conversation=reminded(), policy=policies)
 def test_prefix_is_byte_identical_between_compactions(conversation, policy, tmp_path_factory) -> None:
     messages, calls_at = conversation
     store = open_store(store_location(tmp_path_factory.mktemp("c") / "store.db"))
@@ -165,7 +167,8 @@ def test_prefix_is_byte_identical_between_compactions(conversation, policy, tmp_
 def test_reminders_never_take_the_place_of_the_newest_turn(conversation, policy, tmp_path_factory) -> None:
     """With reminders after the newest tool result (one or several, and more in the middle), every request, compacted
     or not, holds the newest tool call with its result and the newest user message as sent (violations checks it
-    with the other invariants); the prefix stays byte-identical between compactions."""
+    with the other invariants), and a reminder sent again is forwarded once, at its latest place, from the
+    compaction on (repeat_problems, on the decision record)."""
     messages, calls_at = conversation
     replay(policy, messages, calls_at, tmp_path_factory.mktemp("r"))
 

@@ -546,6 +546,13 @@ def as_sent_or_excerpted(shown: dict[str, Any], own: dict[str, Any]) -> bool:
         original.endswith(parts[1])
 
 
+def system_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of each system message among the messages (a string, or its text blocks)."""
+    return [m["content"] if isinstance(m["content"], str) else
+            "\n".join(b.get("text", "") for b in m["content"] if b.get("type") == "text")
+            for m in messages if m["role"] == "system"]
+
+
 def ends_with_reminder(messages: list[dict[str, Any]]) -> bool:
     """The request's last message is one Claude Code added after the newest tool result: a system message, or
     <system-reminder> text."""
@@ -585,6 +592,15 @@ def test_claude_code_reminders_never_take_the_place_of_the_newest_tool_round(rig
     reminded = [int(ends_with_reminder(e.body["messages"])) for e in sent]
     compacted = [int(e.headers.get("x-workset-compacted") == "1") for e in sent]
     assert sum(r and c for r, c in zip(reminded, compacted)) >= 2, f"reminder ended: {reminded}, compacted: {compacted}"
+    # a reminder sent again is shown once from a compaction on: before the newest round, one copy of each
+    for number, (exchange, body) in enumerate(zip(sent, received), 1):
+        if exchange.headers.get("x-workset-compacted") != "1":
+            continue
+        newest = max(i for i, m in enumerate(body["messages"]) if m["role"] == "assistant")
+        shown = system_texts(body["messages"][:newest])
+        assert len(shown) == len(set(shown)), f"request {number}: {shown}"
+    assert any(len(set(texts)) < len(texts) for texts in (system_texts(e.body["messages"]) for e in sent)), \
+        "Claude Code sent a reminder again"
     # and so the model carried on from it: every round ran once, then the answer
     rounds = [e for e in events(result.stdout) if e.get("type") == "assistant"
               for b in e["message"]["content"] if b.get("type") == "tool_use"]
