@@ -178,7 +178,7 @@ class Policy:
     name: str = setting("default", "the policy's name, as used in config.yaml and the x-workset-policy header")
     description: str = setting("", "what the preset is for")
     passthrough: bool = setting(False, "forward the messages unchanged (still record and extract)")
-    recent_turns: int = setting(6, "newest turns (an assistant message with its tool results, or a user message) kept verbatim", min=1)
+    recent_turns: int = setting(6, "newest turns (an assistant message with its tool results, or a user message; a reminder the client adds counts for none) kept verbatim", min=1)
     budget: BudgetRules = setting(BudgetRules(), "token budget with hysteresis")
     tool_outputs: ToolOutputRules = setting(ToolOutputRules(), "tool outputs")
     user_messages: UserMessageRules = setting(UserMessageRules(), "the user's own messages, always kept")

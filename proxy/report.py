@@ -15,7 +15,7 @@ from .decisions import FORWARDED_AS_SENT, STATE, unpack
 from .messages import PINNED_ROLES
 from .records import Message
 from .storage import SUMMED_COUNTS, Store
-from .workingset import COMPACTED, EXCERPTED, MASKED, PASTE, VERBATIM, first_user, made_key
+from .workingset import COMPACTED, EXCERPTED, MASKED, PASTE, REPEATED, VERBATIM, first_user, made_key
 from .workingset import REMOVED as REMOVED_CODE
 
 KEPT, REMOVED, ADDED = "kept", "removed", "added"
@@ -199,7 +199,9 @@ def turn_detail(store: Store, session_id: str, n: int) -> TurnDetail:
     return TurnDetail(session_id, n, row, changes, why, checkpoint, store.turn_count(session_id), counts)
 
 
-KINDS = {VERBATIM: KEPT, MASKED: "masked", EXCERPTED: "excerpted", PASTE: "paste", REMOVED_CODE: REMOVED}
+KINDS = {VERBATIM: KEPT, MASKED: "masked", EXCERPTED: "excerpted", PASTE: "paste", REMOVED_CODE: REMOVED,
+         REPEATED: REMOVED}
+REPEAT = "repeat"  # Change.into of a reminder left out because a later copy is forwarded
 
 
 def account_changes(messages: list[Message], hashes: list[str], refs: list[str], codes: str, state: str,
@@ -222,7 +224,7 @@ def account_changes(messages: list[Message], hashes: list[str], refs: list[str],
         kind = KINDS.get(code, KEPT)
         original = messages[index]
         sent = original if kind == KEPT else None if kind == REMOVED else made.get(made_key(code, hashes[index]))
-        into = rules.removed_into(index) if kind == REMOVED else ""
+        into = (REPEAT if code == REPEATED else rules.removed_into(index)) if kind == REMOVED else ""
         changes.append(Change(kind, rules.rule(index, kind, into), index, str(original.get("role", "")), refs[index],
                               original, sent, into))
         index += 1
@@ -257,6 +259,13 @@ class _Rules:
         if kind == "paste":
             return (f"the user's long message (over user_messages.paste_tokens, {figures.get('paste_tokens')}) older "
                     "than the recent turns: head and tail shown, the whole by its ref")
+        if kind == REMOVED and into == REPEAT:
+            repeats = set(self.epoch.get("repeats", ()))  # the first later copy not left out stands for it
+            copies = [i for i in range(index + 1, len(self.messages))
+                      if i not in repeats and self.messages[i] == self.messages[index]]
+            at = f" (at [{copies[0]}])" if copies else ""
+            return (f"a reminder the client sent again, exactly: left out at compaction ({reason}), forwarded once, at "
+                    f"its latest place{at}")
         if kind == REMOVED:
             where = {"summary": "the model-written summary (summarizer)", "dropped":
                      "the list of the user's messages left out (they alone passed the budget)"}.get(into, "the digest")

@@ -605,7 +605,7 @@ def epoch_from_dict(data: dict[str, object]) -> Epoch:
     values = dict(data)
     values["kept"] = tuple(values.get("kept", ()))  # type: ignore[arg-type]
     values["digest_lines"] = tuple(values.get("digest_lines", ()))  # type: ignore[arg-type]
-    for key in ("pastes", "dropped_users", "names"):
+    for key in ("pastes", "dropped_users", "names", "repeats"):
         values[key] = tuple(values.get(key, ()))  # type: ignore[arg-type]
     values["parts"] = tuple(tuple(part) for part in values.get("parts", ()))  # type: ignore[union-attr]
     return Epoch(**values)  # type: ignore[arg-type]

@@ -80,6 +80,7 @@ class Epoch:
     summary_check: str = ""  # outcome of the latest summary attempt: ok, rejected: ..., timeout, not ready
     pastes: tuple[int, ...] = ()  # the user's long messages shown as head, tail and ref
     dropped_users: tuple[str, ...] = ()  # "turn N [ref:ID]" of the user's messages left out for room (said plainly)
+    repeats: tuple[int, ...] = ()  # earlier copies of a reminder sent again exactly: the latest copy stands for them
     state_check: str = ""  # "ok", or what the state lost (never expected: it is rendered from the ledger)
     head_state: str = ""  # task state as of this compaction (state.position head or both)
     tokens_before: int = 0
@@ -96,14 +97,17 @@ class Epoch:
         return True
 
     def removed(self, task: int | None) -> list[int]:
-        """Indices this epoch takes out of the working set (after the task, up to removed_through, not kept)."""
+        """Indices of the turns this epoch takes out of the working set (after the task, up to removed_through, not
+        kept); the repeated reminders it leaves out are `repeats`."""
         kept = set(self.kept)
         return [i for i in range((task if task is not None else -1) + 1, self.removed_through + 1) if i not in kept]
 
     @property
     def key(self) -> str:
-        """Identity of the epoch for caches of built prefixes."""
-        return f"{self.tip_hash}:{self.removed_through}:{self.masked_through}"
+        """Identity of the epoch for caches of built prefixes (and the storage key of its compacted message: an
+        epoch that leaves no repeat out keeps the key it had before repeats were)."""
+        key = f"{self.tip_hash}:{self.removed_through}:{self.masked_through}"
+        return f"{key}:r{len(self.repeats)}" if self.repeats else key
 
 
 @dataclass
@@ -125,7 +129,8 @@ class BuiltPrefix:
     head: int = 0  # messages up to the one standing for the compacted turns (0 when there is none)
     # What became of each message, for the request's decision record (proxy.decisions), kept as the prefix grows so
     # that recording costs next to nothing: one code per conversation message consumed (VERBATIM, MASKED, EXCERPTED,
-    # PASTE or REMOVED), and COMPACTED where the compacted turns stand; and what workset wrote, with its storage key.
+    # PASTE, REMOVED or REPEATED), and COMPACTED where the compacted turns stand; and what workset wrote, with its
+    # storage key.
     codes: list[str] = field(default_factory=list)
     made: list[tuple[str, Message]] = field(default_factory=list)
     recorded: int = 0  # of `made`, how many a decision record has handed to the store
@@ -134,6 +139,7 @@ class BuiltPrefix:
 
 # codes of BuiltPrefix.codes (one character each: a request's record is their string)
 VERBATIM, MASKED, EXCERPTED, PASTE, REMOVED, COMPACTED = "k", "m", "x", "p", "-", "C"
+REPEATED = "r"  # a reminder left out because the request sends it again, exactly, later on
 
 
 def made_key(code: str, node: str) -> str:
@@ -205,15 +211,70 @@ def segment(messages: Sequence[Message]) -> list[tuple[int, int]] | None:
     return pairing.units if pairing.complete else None
 
 
+REMINDER_OPEN, REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
+
+
+def is_reminder(message: Message) -> bool:
+    """A message the client adds beside the work: a system or developer message, or a user message of nothing but
+    <system-reminder> blocks (how Claude Code sends its reminders when it sends no system turns; after
+    translation such text beside tool results is a user message of its own). Neither the agent's work nor the
+    user's words."""
+    role = message.get("role")
+    if role in PINNED_ROLES:
+        return True
+    if role != "user":
+        return False
+    content = message.get("content")
+    parts = [content] if isinstance(content, str) else content if isinstance(content, list) else []
+    if not parts:
+        return False
+    for part in parts:
+        text = part if isinstance(part, str) else part.get("text") if isinstance(part, dict) \
+            and part.get("type") == "text" else None
+        if not isinstance(text, str):
+            return False
+        text = text.strip()
+        if not (text.startswith(REMINDER_OPEN) and text.endswith(REMINDER_CLOSE)):
+            return False
+    return True
+
+
+def work_units(messages: Sequence[Message], units: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The units that are work (a tool call with its results, a user or assistant message): not those of
+    reminders only, which must never count as one of the newest turns nor take the place of the newest."""
+    return [unit for unit in units if not all(is_reminder(messages[i]) for i in range(unit[0], unit[1] + 1))]
+
+
+def repeated_reminders(messages: Sequence[Message], after: int, before: int) -> set[int]:
+    """The reminders after `after` and before `before` that a later message repeats exactly (the same role,
+    content and fields): Claude Code sends the same reminder again every few turns, and the copies would pile up.
+    The latest copy stays, at its place; a message that differs at all is no copy."""
+    later: dict[str, list[Message]] = {}  # text -> the distinct reminders of that text seen so far, newest first
+    repeats: set[int] = set()
+    for index in range(len(messages) - 1, after, -1):
+        message = messages[index]
+        if not is_reminder(message):
+            continue
+        copies = later.setdefault(message_text(message), [])
+        if any(message == copy for copy in copies):
+            if index < before:
+                repeats.add(index)
+        else:
+            copies.append(message)
+    return repeats
+
+
 def pinned_indices(messages: Sequence[Message], observed: Sequence[bool] = ()) -> set[int]:
     """System and developer messages, the task (first user turn), the latest user turn and the assistant reply
-    it answers (a confirmation is meaningless without the question). Observations are not user turns."""
+    it answers (a confirmation is meaningless without the question). Observations are not user turns, nor are
+    reminders sent in the user role after the task."""
     pinned = {i for i, m in enumerate(messages) if m.get("role") in PINNED_ROLES}
     users = [i for i, m in enumerate(messages)
              if m.get("role") == "user" and not (i < len(observed) and observed[i])]
     if users:
-        pinned.update((users[0], users[-1]))
-        before = users[-1] - 1
+        latest = next((i for i in reversed(users[1:]) if not is_reminder(messages[i])), users[0])
+        pinned.update((users[0], latest))
+        before = latest - 1
         if before > users[0] and messages[before].get("role") == "assistant" and not messages[before].get("tool_calls"):
             pinned.add(before)
     return pinned
@@ -345,10 +406,14 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
     masked_through = epoch.masked_through if epoch else -1
     kept = set(epoch.kept) if epoch else set()
     pastes = set(epoch.pastes) if epoch else set()
+    repeats = set(epoch.repeats) if epoch else set()
     task = first_user(messages) if epoch is not None else None
     limit = policy.tool_outputs.max_tokens
     for index in range(start, len(messages)):
         message = messages[index]
+        if index in repeats:
+            prefix.codes.append(REPEATED)
+            continue
         if task is not None and task < index <= removed_through and index not in kept:
             prefix.codes.append(REMOVED)
             continue
@@ -384,7 +449,7 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
 
 def verbatim(conversation: Conversation, epoch: Epoch, policy: Policy) -> frozenset[int]:
     """Indices of the messages the epoch shows as sent (not removed, masked or excerpted)."""
-    removed = set(epoch.removed(first_user(conversation.messages)))
+    removed = set(epoch.removed(first_user(conversation.messages))) | set(epoch.repeats)
     return frozenset(index for index in range(len(conversation))
                      if not _elided(conversation, index, removed, epoch.masked_through, policy, epoch.pastes))
 
@@ -448,23 +513,31 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
     Then the oldest tool turns (an assistant message with its tool results, or a text-based agent's command with
     its observation) after the task leave, each replaced by digest lines: the assistant's own prose, whole
     where short, then one line per call. Then the assistant's replies in the dialogue, oldest first. Then the
-    recent units give way, oldest first (masked, then removed), never the newest unit or a pinned message. The
+    recent units give way, oldest first (masked, then removed), never the newest unit of work (nor the reminders
+    after it) or a pinned message. Recent units are units of work: a unit of reminders only counts for none. The
     user's own messages stay through all of that: only when they alone would pass the budget do the oldest
-    leave, and the compacted message names them. `fixed_tokens` are the parts outside the messages (tool
-    definitions, live state)."""
+    leave, and the compacted message names them. Whatever the budget, a reminder the request sends again exactly
+    later on is left out (`repeats`): it is forwarded once, at its latest place. `fixed_tokens` are the parts
+    outside the messages (tool definitions, live state)."""
     messages = conversation.messages
     count = len(messages)
     task = first_user(messages)
     pinned = pinned_indices(messages, conversation.observed)
     after_task = task if task is not None else -1
     units = tool_turns(conversation, units)
+    work = work_units(messages, units)
+    # the newest unit of work and whatever follows it (reminders) are never masked or removed
+    newest = work[-1][0] if work else count
+    # the system prompt (the first system message, and all before the task) is never a repeat
+    system = next((i for i, m in enumerate(messages) if m.get("role") in PINNED_ROLES), -1)
+    repeats = repeated_reminders(messages, max(after_task, system), newest)
     removed_through = max(previous.removed_through, after_task) if previous else after_task
     kept = set(previous.kept) if previous else set()
     lines = list(previous.digest_lines) if previous else []
     folded_steps = previous.folded_steps if previous else 0
     folded_failed = previous.folded_failed if previous else 0
     dropped = list(previous.dropped_users) if previous else []
-    recent = units[-policy.recent_turns:]
+    recent = work[-policy.recent_turns:]  # counted in units of work: reminders take no newest turn's place
     recent_start = recent[0][0] if recent else count
     masked_through = max(previous.masked_through if previous else -1, recent_start - 1)
     pastes = set(previous.pastes) if previous else set()
@@ -472,7 +545,7 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
                   if i not in pinned and is_paste(conversation, i, policy))
 
     def shown(index: int) -> int:
-        if after_task < index <= removed_through and index not in kept:
+        if (after_task < index <= removed_through and index not in kept) or index in repeats:
             return 0
         return _shown_tokens(conversation, index, policy, counter, excerpt, masked=index <= masked_through,
                              paste=index in pastes)
@@ -539,12 +612,14 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
         if unit[1] <= removed_through and is_dialogue(unit) and not is_users(unit) and unit[0] in kept \
                 and unit[0] not in pinned:
             remove(unit)
-    # Phase 3: recent units give way, oldest first, the newest unit always kept.
-    for unit in recent[:-1]:
+    # Phase 3: recent units give way, oldest first, the newest unit of work and what follows it always kept (the
+    # reminders among them are kept as pinned messages are, wherever a unit is removed).
+    giving = [unit for unit in units if recent_start <= unit[0] < newest]
+    for unit in giving:
         if total() <= target:
             break
         mask(unit)
-    for unit in recent[:-1]:
+    for unit in giving:
         if total() <= target:
             break
         # not removed yet, or dialogue an earlier compaction kept that has since become recent
@@ -555,7 +630,7 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
         if total() <= budget.limit:
             break
         if is_users(unit) and after_task < unit[0] <= removed_through and unit[0] in kept and unit[0] not in pinned \
-                and unit != units[-1]:
+                and unit[0] < newest and unit[0] not in repeats:
             shown_total -= shown(unit[0])
             kept.discard(unit[0])
             item = f"turn {unit[0]} [ref:{conversation.refs[unit[0]]}]"
@@ -565,7 +640,7 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
     lines, folded, failed = fold_digest(lines, digest_limit, counter.cached_text)
     folded_steps += folded
     folded_failed += failed
-    removed = {i for i in range(after_task + 1, removed_through + 1) if i not in kept}
+    removed = {i for i in range(after_task + 1, removed_through + 1) if i not in kept} | repeats
     index = names_index(conversation, removed, masked_through, policy, counter, names_limit, pastes)
     hashes = conversation.hashes
     return Epoch(
@@ -585,6 +660,7 @@ def plan_compaction(conversation: Conversation, units: list[tuple[int, int]], pr
         summary_hash=previous.summary_hash if previous else "",
         pastes=tuple(sorted(pastes)),
         dropped_users=tuple(dropped),
+        repeats=tuple(sorted(repeats)),
         reason=reason,
     )
 
@@ -745,5 +821,5 @@ def build(conversation: Conversation, epoch: Epoch | None, policy: Policy, count
 __all__ = [
     "Budget", "BuiltPrefix", "Conversation", "Epoch", "Pairing", "WorkingSet", "build", "compacted_message", "digest_lines",
     "extend_prefix", "pinned_indices", "placeholder", "plan_compaction", "segment", "state_message",
-    "verbatim", "with_tail_state",
+    "verbatim", "with_tail_state", "is_reminder", "repeated_reminders", "work_units",
 ]

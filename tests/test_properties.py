@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from properties import PathState, violations
+from properties import PathState, repeat_problems, violations
 from stores import run_sql, store_location
 
 from proxy.config import Config
@@ -69,6 +69,38 @@ def conversations(draw: Any) -> tuple[list[dict[str, Any]], list[int]]:
     return messages, calls_at
 
 
+# Claude Code's reminders: system messages among the others, or (when it sends no system turns) user messages of
+# <system-reminder> text after the tool results; the same ones come back every few turns.
+REMINDERS = ["The user hasn't heard from you in a while. Keep them updated.",
+             "The task tools haven't been used recently. Consider using TaskCreate to track progress.",
+             "Note: parser.py was modified by the user."]
+
+
+def reminder(text: str, as_system: bool) -> dict[str, Any]:
+    if as_system:
+        return {"role": "system", "content": text}
+    return {"role": "user", "content": [{"type": "text", "text": f"<system-reminder>\n{text}\n</system-reminder>"}]}
+
+
+@st.composite
+def reminded(draw: Any) -> tuple[list[dict[str, Any]], list[int]]:
+    """A generated agent run in which one to three reminders often follow a tool result or a user turn: they end
+    the request the agent then makes, and sit in the middle of every later one."""
+    messages, calls_at = draw(conversations())
+    as_system = draw(st.booleans())
+    out: list[dict[str, Any]] = []
+    at: list[int] = []
+    start = 0
+    for end in calls_at:
+        out.extend(messages[start:end])
+        start = end
+        if end > 2 and draw(st.integers(0, 2)):
+            for _ in range(draw(st.integers(1, 3))):
+                out.append(reminder(draw(st.sampled_from(REMINDERS)), as_system or draw(st.booleans())))
+        at.append(len(out))
+    return out, at
+
+
 policies = st.builds(
     lambda budget, recent, position, trigger: replace(
         Policy(name="prop"), recent_turns=recent,
@@ -89,6 +121,8 @@ def replay(policy: Policy, messages: list[dict[str, Any]], calls_at: list[int], 
             prepared = engine.prepare({"model": "m", "messages": request}, "caller", policy_name=policy.name)
             state = expected.update(request)
             problems = violations(prepared.body["messages"], request, state, policy.budget.max_input_tokens, None, COUNTER)
+            if prepared.decision is not None and prepared.rewritten:
+                problems += repeat_problems(request, prepared.decision.codes, prepared.compacted)
             assert not problems, (end, problems)
             sent.append(orjson.dumps(prepared.body["messages"]))
     finally:
@@ -106,7 +140,7 @@ def test_invariants_hold_on_every_turn_and_output_is_deterministic(conversation,
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(conversation=conversations(), policy=policies)
+@given(conversation=reminded(), policy=policies)
 def test_prefix_is_byte_identical_between_compactions(conversation, policy, tmp_path_factory) -> None:
     messages, calls_at = conversation
     store = open_store(store_location(tmp_path_factory.mktemp("c") / "store.db"))
@@ -124,6 +158,19 @@ def test_prefix_is_byte_identical_between_compactions(conversation, policy, tmp_
             previous = sent
     finally:
         engine.store.close()
+
+
+# A failing example is reported as found: shrinking one replays it through the engine hundreds of times (minutes).
+@settings(max_examples=60, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversation=reminded(), policy=policies)
+def test_reminders_never_take_the_place_of_the_newest_turn(conversation, policy, tmp_path_factory) -> None:
+    """With reminders after the newest tool result (one or several, and more in the middle), every request, compacted
+    or not, holds the newest tool call with its result and the newest user message as sent (violations checks it
+    with the other invariants), and a reminder sent again is forwarded once, at its latest place, from the
+    compaction on (repeat_problems, on the decision record)."""
+    messages, calls_at = conversation
+    replay(policy, messages, calls_at, tmp_path_factory.mktemp("r"))
 
 
 def _is_state(message: dict[str, Any]) -> bool:

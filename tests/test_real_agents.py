@@ -496,6 +496,118 @@ def test_claude_code_multi_turn_task_through_workset(rig_for: Callable[..., Rig]
     assert "read lines near 1500" not in result.stdout
 
 
+ROUNDS = 24  # tool rounds of the long Claude task: several compactions, with reminders ending requests between
+
+
+@dataclass
+class ShellRounds:
+    """A long shell task for Claude Code: ROUNDS Bash calls, each chosen from the newest tool result the model was
+    shown (as a real model would carry on from it), a short note to the user every third round (so Claude Code's
+    silent-turn reminder comes back), then the answer. A request without the newest result gets a step the client
+    already ran: the run stops after twice the rounds, so a broken working set cannot make it loop for ever."""
+
+    work: Path
+    calls: int = 0
+
+    def __call__(self, body: dict[str, Any]) -> AnthropicReply:
+        self.calls += 1
+        results = [b for m in body["messages"] if isinstance(m.get("content"), list)
+                   for b in m["content"] if b.get("type") == "tool_result"]
+        newest = re.fullmatch(r"toolu_r(\d+)", results[-1]["tool_use_id"]) if results else None
+        step = int(newest.group(1)) + 1 if newest else 0
+        if step >= ROUNDS or self.calls > 2 * ROUNDS:
+            return AnthropicReply([Text(CLAUDE_DONE)])
+        note = [Text(f"Round {step}: still counting.")] if step % 3 == 0 else []
+        command = {"command": f"seq {step * 1000} {step * 1000 + 400}", "description": f"round {step}"}
+        return AnthropicReply([Thinking(f"Round {step}."), *note, ToolUse("Bash", command, id=f"toolu_r{step}")])
+
+
+def newest_round(messages: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The newest tool_use block and the tool_result answering it, in a Messages request's messages."""
+    results = [b for m in messages if m["role"] == "user" and isinstance(m.get("content"), list)
+               for b in m["content"] if b.get("type") == "tool_result"]
+    if not results:
+        return None
+    uses = [b for m in messages if m["role"] == "assistant" and isinstance(m.get("content"), list)
+            for b in m["content"] if b.get("type") == "tool_use" and b.get("id") == results[-1]["tool_use_id"]]
+    return (uses[-1], results[-1]) if uses else None
+
+
+def as_sent_or_excerpted(shown: dict[str, Any], own: dict[str, Any]) -> bool:
+    """A tool_result as the client sent it, or (over tool_outputs.max_tokens) its own head and tail around
+    workset's marker; not a placeholder."""
+    if shown == own:
+        return True
+    text, original = shown.get("content"), own.get("content")
+    if isinstance(original, list):
+        original = "\n".join(b.get("text", "") for b in original if b.get("type") == "text")
+    parts = EXCERPT_MARK.split(text) if isinstance(text, str) else []
+    return len(parts) == 2 and isinstance(original, str) and original.startswith(parts[0]) and \
+        original.endswith(parts[1])
+
+
+def system_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of each system message among the messages (a string, or its text blocks)."""
+    return [m["content"] if isinstance(m["content"], str) else
+            "\n".join(b.get("text", "") for b in m["content"] if b.get("type") == "text")
+            for m in messages if m["role"] == "system"]
+
+
+def ends_with_reminder(messages: list[dict[str, Any]]) -> bool:
+    """The request's last message is one Claude Code added after the newest tool result: a system message, or
+    <system-reminder> text."""
+    last = messages[-1]
+    if newest_round(messages) is None:
+        return False
+    content = last.get("content")
+    text = content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or ()
+                                                            if b.get("type") == "text")
+    return last["role"] == "system" or text.strip().startswith("<system-reminder>")
+
+
+def test_claude_code_reminders_never_take_the_place_of_the_newest_tool_round(rig_for: Callable[..., Rig]) -> None:
+    """Claude Code ends many requests with a reminder after the newest tool result. Through compactions, the model
+    is shown the newest Bash call and its output in every request (the issue: a compaction met a trailing reminder,
+    kept it, and moved the call and its output into the digest, so the model ran the step again)."""
+    agent_binary("claude")
+    rig = rig_for(anthropic=ShellRounds)
+    env = {**claude_env(rig), "CLAUDE_CODE_SILENT_TURN_REMINDER_TURNS": "2"}  # the reminder every other round
+    result = run_agent(claude_argv("Count through the ranges, one Bash call per round."), env, rig.work, rig)
+    diagnosis = f"stdout: {result.stdout[-1500:]}\nstderr: {result.stderr[-1500:]}\n{rig_state(rig)}"
+    assert result.returncode == 0, diagnosis
+    assert rig.fa.violations == [] and workset_errors(rig) == []
+    sent = rig.tap.posts("/v1/messages")
+    received = [r.body for r in rig.fa.requests]
+    assert len(sent) == len(received)  # no recall rounds in this task: request i of the client is request i here
+    for number, (exchange, body) in enumerate(zip(sent, received), 1):
+        own = newest_round(exchange.body["messages"])
+        if own is None:
+            continue
+        use, output = (plain(block) for block in own)
+        shown = newest_round(body["messages"])
+        assert shown is not None and plain(shown[0]) == use, f"request {number}: the newest tool_use is not shown"
+        kept = plain(shown[1])
+        assert as_sent_or_excerpted(kept, output), f"request {number}: the newest tool_result is not shown: {kept}"
+    # the case of the issue happened: compactions of requests that end with a reminder after a tool result
+    reminded = [int(ends_with_reminder(e.body["messages"])) for e in sent]
+    compacted = [int(e.headers.get("x-workset-compacted") == "1") for e in sent]
+    assert sum(r and c for r, c in zip(reminded, compacted)) >= 2, f"reminder ended: {reminded}, compacted: {compacted}"
+    # a reminder sent again is shown once from a compaction on: before the newest round, one copy of each
+    for number, (exchange, body) in enumerate(zip(sent, received), 1):
+        if exchange.headers.get("x-workset-compacted") != "1":
+            continue
+        newest = max(i for i, m in enumerate(body["messages"]) if m["role"] == "assistant")
+        shown = system_texts(body["messages"][:newest])
+        assert len(shown) == len(set(shown)), f"request {number}: {shown}"
+    assert any(len(set(texts)) < len(texts) for texts in (system_texts(e.body["messages"]) for e in sent)), \
+        "Claude Code sent a reminder again"
+    # and so the model carried on from it: every round ran once, then the answer
+    rounds = [e for e in events(result.stdout) if e.get("type") == "assistant"
+              for b in e["message"]["content"] if b.get("type") == "tool_use"]
+    assert len(rounds) == ROUNDS, diagnosis
+    assert (events(result.stdout) or [{}])[-1].get("result") == CLAUDE_DONE
+
+
 # --- Codex ------------------------------------------------------------------------------------------------------
 
 

@@ -8,12 +8,19 @@ import pytest
 
 from proxy.hashing import chain, ref_of
 from proxy.policy import BudgetRules, Policy, ToolOutputRules
+from proxy.report import KEPT, REMOVED, account_changes
+from proxy.session import epoch_to_dict
 from proxy.tokens import Excerpter, TokenCounter
 from proxy.workingset import (
+    COMPACTED,
+    REPEATED,
+    VERBATIM,
     WORKSET_TAG,
     Budget,
+    BuiltPrefix,
     Conversation,
     build,
+    extend_prefix,
     pinned_indices,
     plan_compaction,
     segment,
@@ -193,3 +200,86 @@ def test_build_is_deterministic(steps: int) -> None:
     conv = conversation(messages)
     epoch = planned(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), "s")
     assert build(conv, epoch, rules, COUNTER, EXCERPT) == build(conversation(messages), epoch, rules, COUNTER, EXCERPT)
+
+
+def reminder(text: str, as_system: bool) -> dict:
+    """Claude Code's reminder as it reaches the core: a system message, or (when it sends no system turns) a user
+    message of <system-reminder> text after the tool results."""
+    if as_system:
+        return {"role": "system", "content": text}
+    return {"role": "user", "content": [{"type": "text", "text": f"<system-reminder>\n{text}\n</system-reminder>"}]}
+
+
+@pytest.mark.parametrize("as_system", [True, False])
+@pytest.mark.parametrize("count", [1, 3])
+def test_reminders_after_the_newest_tool_result_never_take_its_place(as_system: bool, count: int) -> None:
+    messages = agent_run(20) + [reminder(f"The user hasn't heard from you ({n}).", as_system) for n in range(count)]
+    conv = conversation(messages)
+    rules = replace(policy(max_input_tokens=3000), recent_turns=1)
+    epoch = planned(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), "")
+    result = build(conv, epoch, rules, COUNTER, EXCERPT)
+    assert epoch.masked_through > 0, "the plan compacted"
+    # the newest call, its result and the reminders after them, as sent
+    assert result.messages[-(2 + count):] == messages[-(2 + count):]
+
+
+def test_the_latest_user_turn_is_the_users_not_a_reminder_after_it() -> None:
+    messages = agent_run(3) + [{"role": "assistant", "content": "Done?"}, {"role": "user", "content": "Status?"},
+                               reminder("Note: parser.py was modified by the user.", as_system=False)]
+    pinned = pinned_indices(messages)
+    assert {len(messages) - 3, len(messages) - 2} <= pinned  # the user's question and the reply it answers
+
+
+def with_reminders(steps: int, every: int, text: str = "The task tools haven't been used recently.") -> list[dict]:
+    """An agent run with the same system reminder after every `every`-th tool result, as Claude Code sends it."""
+    messages = agent_run(steps)
+    out = messages[:2]
+    for step in range(steps):
+        out += messages[2 + 2 * step: 4 + 2 * step]
+        if step % every == every - 1:
+            out.append({"role": "system", "content": text})
+    return out
+
+
+def test_a_compaction_keeps_one_copy_of_a_repeated_reminder_at_its_latest_place() -> None:
+    messages = with_reminders(20, every=3)
+    messages.insert(5, {"role": "system", "content": "The task tools haven't been used recently!"})  # differs
+    messages.append({"role": "system", "content": messages[0]["content"]})  # the system prompt, sent again
+    messages += agent_run(21)[-2:]
+    conv = conversation(messages)
+    rules = policy(max_input_tokens=6000)
+    epoch = planned(conv, segment(messages) or [], None, rules, Budget.of(rules, 6000), "")
+    result = build(conv, epoch, rules, COUNTER, EXCERPT)
+    reminder = {"role": "system", "content": "The task tools haven't been used recently."}
+    copies = [i for i, m in enumerate(messages) if m == reminder]
+    assert len(copies) == 6 and result.messages.count(reminder) == 1
+    # at its latest place: after the output of the tool round it followed in the request
+    at = result.messages.index(reminder)
+    assert result.messages[at - 1]["tool_call_id"] == messages[copies[-1] - 1]["tool_call_id"]
+    # the system prompt and the one that differs stay, the system prompt's later copy too (it is the latest)
+    assert result.messages[0] == messages[0] and messages[5] in result.messages
+    assert result.messages.count(messages[0]) == 2
+    # the record says what became of each copy
+    prefix = extend_prefix(BuiltPrefix(epoch.key), conv, epoch, rules, COUNTER, EXCERPT)
+    codes = [code for code in prefix.codes if code != COMPACTED]
+    assert [codes[i] for i in copies] == [REPEATED] * 5 + [VERBATIM]
+    # and show-turn reads it so: each earlier copy removed as a repeat, naming where it is forwarded
+    changes = account_changes(messages, list(conv.hashes), list(conv.refs), "".join(prefix.codes), "", {},
+                              {"epoch": {"reason": "budget"}}, epoch_to_dict(epoch))
+    told = {change.index: change for change in changes if change.index in copies}
+    assert [told[i].kind for i in copies] == [REMOVED] * 5 + [KEPT]
+    assert all(told[i].into == "repeat" and f"at its latest place (at [{copies[-1]}])" in told[i].rule
+               for i in copies[:-1])
+
+
+def test_copies_of_a_reminder_that_arrive_after_a_compaction_stay_until_the_next() -> None:
+    messages = with_reminders(24, every=3)
+    rules = policy(max_input_tokens=6000)
+    budget = Budget.of(rules, 6000)
+    first = planned(conversation(messages[:40]), segment(messages[:40]) or [], None, rules, budget, "")
+    before = build(conversation(messages[:40]), first, rules, COUNTER, EXCERPT).messages
+    after = build(conversation(messages), first, rules, COUNTER, EXCERPT).messages
+    assert after[: len(before)] == before and after[len(before):] == messages[40:]  # the prefix is byte-identical
+    second = planned(conversation(messages), segment(messages) or [], first, rules, budget, "")
+    again = build(conversation(messages), second, rules, COUNTER, EXCERPT).messages
+    assert again.count(messages[-1]) == 1 and again[-1] == messages[-1]  # the next compaction: once, the latest

@@ -32,7 +32,8 @@ KINDS = {  # change kind -> what it means, for the legend
     ADDED: "written by workset: compacted turns, task state, recall tool",
 }
 INTO = {"digest": "told in the digest of the compacted turns", "summary": "told in the model-written summary",
-        "dropped": "named in the list of the user's messages left out"}
+        "dropped": "named in the list of the user's messages left out",
+        "repeat": "a reminder sent again: forwarded once, at its latest place"}
 
 
 # --- sessions -----------------------------------------------------------------------------------------------------
