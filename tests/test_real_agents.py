@@ -719,6 +719,23 @@ def test_codex_multi_turn_task_through_workset(rig_for: Callable[..., Rig]) -> N
 
     for number, (exchange, i) in enumerate(zip(sent, turns), 1):
         assert unchanged_except_markers(items_of(exchange.body), items_of(bodies[i])) == [], f"request {number}"
+    # the newest tool call and its result reach the model in every request, compacting or not (issue 30)
+    newest_kept = 0
+    for number, (exchange, i) in enumerate(zip(sent, turns), 1):
+        items = [item for item in exchange.body["input"] if isinstance(item, dict)]
+        calls = [item for item in items if str(item.get("type", "")).endswith("_call")]
+        if not calls:
+            continue
+        output = next((item for item in items if str(item.get("type", "")).endswith("_call_output")
+                       and item.get("call_id") == calls[-1].get("call_id")), None)
+        received = [item for item in bodies[i]["input"] if isinstance(item, dict)]
+        assert plain(calls[-1]) in [plain(item) for item in received], f"request {number}: newest call"
+        # its result as sent, or as its head and tail with a ref when it is oversized
+        assert output is None or any(str(item.get("type", "")).endswith("_call_output")
+                                     and item.get("call_id") == output.get("call_id") for item in received), \
+            f"request {number}: newest result"
+        newest_kept += 1
+    assert newest_kept >= len(codex_steps()) // 2
 
     assert len(model.recall_asked) == 1 and len(model.recall_answered) == 1
     recalled = model.recall_answered[0]["input"][-1]["output"]
