@@ -114,6 +114,10 @@ class DigestRules:
     max_share: float = setting(0.1, "largest share of the room the digest may take (the smaller limit wins)", min=0.0, max=0.9)
     gist_chars: int = setting(100, "longest gist of a tool output in a digest line", min=10)
     names_share: float = setting(0.1, "largest share of the room for the index of names (paths, identifiers) in elided turns", min=0.0, max=0.9)
+    names_seen_in: int = setting(
+        2, "the index holds the names the dialogue used (the user's words, the assistant's text and tool-call "
+        "arguments) first; then, as room allows, a name only tool outputs showed when at least this many elided "
+        "messages showed it (0: none)", min=0)
     arguments_chars: int = setting(100, "longest tool-call arguments shown in a digest line", min=10)
     text_chars: int = setting(200, "longest user or assistant text shown in a digest line, when it is cut", min=10)
     prose_tokens: int = setting(

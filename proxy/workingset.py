@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
+from .extract.names import is_record_id
 from .extract.text import flat, one_line
 from .messages import PINNED_ROLES, is_tool_result, message_text, tool_call
 from .observations import action_command, prose_of
@@ -716,24 +717,44 @@ def _line_turn(line: str) -> int:
 
 def names_index(conversation: Conversation, removed: set[int], masked_through: int, policy: Policy,
                 counter: TokenCounter, limit: int, pastes: Sequence[int] = ()) -> tuple[str, ...]:
-    """Names of the messages an epoch elides (removed turns, masked or excerpted outputs) that no message shown
-    verbatim carries, most recently seen first, within `limit` tokens. Content leaves; its names stay in view."""
+    """Names that now live only in what the epoch elides (removed turns, masked or excerpted outputs), within
+    `limit` tokens: first those the dialogue used (the user's words, the assistant's text, a tool call's arguments
+    or a text-based agent's command), the work's own names; then, as room allows, the ids tools handed out
+    (PO-2231, HAT136: what an agent cites and acts on later) and the names several elided messages showed
+    (digest.names_seen_in), which the work keeps meeting. A name a single output showed (a listing's files, a
+    traceback's frames, a test file's tests) is left to recall. Each group most recently seen first."""
     if limit <= 0 or not conversation.names:
         return ()
     messages = conversation.messages
     task = first_user(messages)
     shown: set[str] = set()
+    used_in_dialogue: set[str] = set()
     last_seen: dict[str, int] = {}
+    times: dict[str, int] = {}  # elided messages that showed the name
     for index, message in enumerate(messages):
         names = conversation.names[index]
+        if message.get("role") == "assistant" or (conversation.is_users(index) and not is_reminder(message)):
+            used_in_dialogue.update(names)
         if _elided(conversation, index, removed, masked_through, policy, pastes) and (task is None or index > task):
             for name in names:
                 last_seen[name] = index
+                times[name] = times.get(name, 0) + 1
         else:
             shown.update(names)
+    recurring = policy.digest.names_seen_in
+
+    def group(name: str) -> int:
+        """0: the dialogue used it; 1: an id a tool handed out; 2: several elided messages showed it; 3: none."""
+        if name in used_in_dialogue:
+            return 0
+        if is_record_id(name):
+            return 1
+        return 2 if recurring and times[name] >= recurring else 3
+
     chosen: list[str] = []
     used = 0
-    for name in sorted((n for n in last_seen if n not in shown), key=lambda n: (-last_seen[n], n)):
+    candidates = (name for name in last_seen if name not in shown and group(name) < 3)
+    for name in sorted(candidates, key=lambda n: (group(n), -last_seen[n], n)):
         cost = counter.cached_text(" " + name)
         if used + cost > limit:
             break

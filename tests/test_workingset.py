@@ -6,7 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from proxy.extract.names import message_names
 from proxy.hashing import chain, ref_of
+from proxy.messages import message_text
 from proxy.policy import BudgetRules, Policy, ToolOutputRules
 from proxy.report import KEPT, REMOVED, account_changes
 from proxy.session import epoch_to_dict
@@ -283,3 +285,37 @@ def test_copies_of_a_reminder_that_arrive_after_a_compaction_stay_until_the_next
     second = planned(conversation(messages), segment(messages) or [], first, rules, budget, "")
     again = build(conversation(messages), second, rules, COUNTER, EXCERPT).messages
     assert again.count(messages[-1]) == 1 and again[-1] == messages[-1]  # the next compaction: once, the latest
+
+
+def named_conversation(messages: list[dict]) -> Conversation:
+    """conversation() with each message's index names, as ingest finds them."""
+    conv = conversation(messages)
+    return replace(conv, names=[message_names(m, message_text(m)) for m in messages])
+
+
+def test_the_names_index_holds_the_names_the_dialogue_used_not_every_name_an_output_showed() -> None:
+    listing = "\n".join(["setup.py", "parser/lexer.py", "parser/grammar_rules.py", "docs/conf_extra.py"] +
+                        [f"tests/test_case_{n}.py" for n in range(30)])
+    traceback = ("Traceback (most recent call last):\n  File \"/opt/lib/site-packages/pip/_internal/cli/base_command.py\""
+                 ", line 160, in exc_logging_wrapper\nValueError: bad token in tokenize_line")
+    messages = agent_run(2)
+    messages[2]["content"] = "Listing the package, then I will read parser/lexer.py and fix tokenize_line."
+    messages[3]["content"] = listing + "\n" + traceback + "\nticket PO-2231 opened, paid with credit_card_4421486"
+    messages[4]["content"] = "The lexer keeps the grammar_rules table; checking grammar_rules once more."
+    messages[5]["content"] = "grammar_rules = load_rules()\n" + "filler " * 40
+    messages += agent_run(12)[6:]  # later turns, in which the first ones are elided
+    conv = named_conversation(messages)
+    rules = policy(max_input_tokens=3000)
+    epoch = planned(conv, segment(messages) or [], None, rules, Budget.of(rules, 3000), "")
+    assert {2, 3, 4, 5} <= set(epoch.removed(1)), "the first turns left"
+    index = set(epoch.names)
+    assert {"parser/lexer.py", "tokenize_line"} <= index  # the dialogue used them
+    assert {"PO-2231", "credit_card_4421486"} <= index  # ids a tool handed out
+    assert "grammar_rules" in index  # two elided messages showed it
+    # the rest of the listing and the traceback's frames: one output showed each, the dialogue never used them
+    assert not {"tests/test_case_7.py", "docs/conf_extra.py", "exc_logging_wrapper"} & index
+    assert not any("site-packages" in name for name in index)
+    only_dialogue = replace(rules, digest=replace(rules.digest, names_seen_in=0))
+    epoch = planned(conv, segment(messages) or [], None, only_dialogue, Budget.of(rules, 3000), "")
+    assert "grammar_rules" in epoch.names  # the dialogue used it (messages[4])
+    assert "load_rules" not in epoch.names

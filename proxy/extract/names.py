@@ -107,6 +107,17 @@ def index_names(text: str, max_chars: int = MAX_TEXT) -> set[str]:
     return kept
 
 
+_CODE = re.compile(r"(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{4,}")
+_NUMBERED = re.compile(r"[A-Za-z]+(?:_[A-Za-z]+)*_\d{3,}")  # credit_card_4421486, mia_li_3668
+
+
+def is_record_id(name: str) -> bool:
+    """An id a tool hands out for a record, which an agent looks up, cites and acts on later: a prefixed id
+    (PO-2231, DG-2026-0331), capitals and digits together (HAT136, W2378156), or words ending in a number of three
+    digits or more (credit_card_4421486); not a code identifier or a path."""
+    return any(shape.fullmatch(name) is not None for shape in (_PREFIXED_ID, _CODE, _NUMBERED))
+
+
 def _worth_indexing(name: str) -> bool:
     if not any(char.isalpha() for char in name):
         return False  # a bare number, or numbers joined by separators (05/20/2024, 2024_05)
