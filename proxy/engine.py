@@ -404,7 +404,7 @@ class Engine:
             key = (branch.state.version, policy.name, budget.room, goal[:64], frozen.key if frozen else "")
             cached = branch.tail_cache
             if cached is None or cached[0] != key:
-                text = self._changes(branch, goal, policy, budget, frozen) if changes and frozen is not None else \
+                text = self._changes(branch, goal, policy, frozen) if changes and frozen is not None else \
                     render_state(branch.state, goal, rules, rules.quota(budget.room), self.counter.cached_text,
                                  brief=rules.position == "both")  # at the tail the task's constraints are repeated:
                 # the seeds put constraints at the head and the tail of what a model reads
@@ -419,14 +419,17 @@ class Engine:
         message = state_message("\n\n".join(part for part in (state_text, RETRIEVED + "\n" + retrieved) if part))
         return message, self.counter.message(message)
 
-    def _changes(self, branch: Branch, goal: str, policy: Policy, budget: Budget, frozen: Epoch) -> str:
+    def _changes(self, branch: Branch, goal: str, policy: Policy, frozen: Epoch) -> str:
         """What the state holds now that the state frozen into the cached prefix at the last compaction does not
-        (new decisions, outcomes, closed items), within state.changes_max_tokens: the model never reads a stale
-        state, and the prefix stays byte-identical."""
-        conversation = branch.conversation()
-        now = render_state(branch.state, goal, policy.state, policy.state.quota(budget.room), self.counter.cached_text,
-                           in_view=verbatim(conversation, frozen, policy), focus=_dialogue(conversation),
-                           task=first_user(conversation.messages))
+        (closed items, checks' verdicts, approvals, files changed), within state.changes_max_tokens: the model never
+        reads a stale state, and the prefix stays byte-identical."""
+        # only the sections that are never cut are compared (state.CHANGE_SECTIONS, and pending items): rendered as
+        # at the compaction, without the ranking of key facts, so a request pays for those sections only
+        # the figures a column holds, when the dialogue since the compaction names it ("p95 of both?")
+        said_since = "\n".join(message_text(m) for m in branch.messages[frozen.tip + 1:]
+                                if m.get("role") in ("user", "assistant"))
+        now = render_state(branch.state, goal, policy.state, brief=True, task=first_user(branch.messages),
+                           focus="\0" + said_since)
         text = state_changes(frozen.head_state, now)
         cut, dropped = self.counter.head(text, policy.state.changes_max_tokens)
         return cut.rsplit("\n", 1)[0] + "\n- … (more changes: recall by ref or query)" if dropped else cut

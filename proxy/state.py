@@ -207,6 +207,11 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         # an approval given (its ticket, approver, scope) always has a line too, the newest ones
         SETTLED: [_approval_line(f) for f in state.of_kind(APPROVAL) if is_settled(f.value)]
         [-rules.max_settled_approvals:] if rules.max_settled_approvals else [],
+        # what only a tool output established (bisect's first bad commit, an answer's status, a date not yet known,
+        # the figures the dialogue compares): never cut either, the newest state.max_outcomes
+        # (brief: only the columns `focus` names, for the changes since a compaction)
+        OUTCOMES: _newest(([] if brief else state.of_kind(OUTCOME)) + _named_columns(state, focus),
+                          rules.max_outcomes, 400)[::-1],
         VERIFIED: _verification_lines(state, rules.max_failing_checks),
         # never cut either (capped by a policy key): what a coding task has changed so far
         FILES_CHANGED: [f"- {one_line(f.key, 200)}: {one_line(f.value, 160)}{_ref(f)}{_reason(state, f.key)}"
@@ -215,7 +220,6 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
     # What room is left goes first to the agent's conclusions (decisions, what failed, what it worked out), then
     # to key facts of tool outputs, then to completed items: the seeds' order of value.
     optional: list[tuple[str, list[str]]] = [] if brief else [
-        (OUTCOMES, _newest(state.of_kind(OUTCOME) + _named_columns(state, focus), rules.max_outcomes, 400)),
         (DECISIONS, _newest(state.of_kind(DECISION), rules.max_decisions, 300)),
         (FINDINGS, _newest(state.of_kind(FINDING), rules.max_findings, 240)),
         (FAILED, _newest(state.of_kind(FAILURE), rules.max_failures, 240)
@@ -320,7 +324,7 @@ FAILED = "Learned the hard way (failed approaches and limits; do not repeat as i
 FILES_CHANGED = "Files changed (latest change of each):"
 # What the frozen state says that may have stopped being so (a check, an approval) and what a coding task has done
 # since: new decisions, rules and outcomes since the compaction are in view as sent.
-CHANGE_SECTIONS = frozenset({APPROVALS, SETTLED, VERIFIED, FILES_CHANGED})
+CHANGE_SECTIONS = frozenset({APPROVALS, SETTLED, OUTCOMES, VERIFIED, FILES_CHANGED})
 SECTION_ORDER = (CONSTRAINTS, RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECISIONS, FAILED, FINDINGS, VERIFIED,
                  FILES_CHANGED, COMPLETED, FACTS)
 

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from ..extract.facts import parse_json, string_leaves
 from ..extract.names import names
 from ..messages import message_text
 from ..records import Message
@@ -26,6 +27,20 @@ def readable_text(message: Message) -> str:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
             parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
+    return "\n".join(parts)
+
+
+def action_text(message: Message) -> str:
+    """What an action names: its text, and its tool calls' names and argument values as written, not their JSON
+    escapes (a command's "\\nsys.path.insert" names sys.path.insert, as the index of elided turns reads it)."""
+    parts = [message_text(message)]
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            arguments = str(function.get("arguments", ""))
+            data = parse_json(arguments)
+            parts.append(str(function.get("name", "")))
+            parts.extend(string_leaves(data, 256) if data is not None else [arguments])
     return "\n".join(parts)
 
 

@@ -21,6 +21,7 @@ from ..tokens import TokenCounter
 from ..workingset import STATE_PREFIX, WORKSET_TAG, Pairing, first_user
 from .metrics import (
     ProbeCheck,
+    action_text,
     TextCounts,
     cached_cost,
     flat,
@@ -374,7 +375,7 @@ class _TraceExpectations:
                 extraction = extract_at(self.messages, index, "", self.task).extraction
                 self.constraints.extend(f.value for f in extraction.facts if f.kind == CONSTRAINT)
         self.constraints_upto = max(self.constraints_upto, t)
-        used = identifiers(readable_text(self.messages[t]))
+        used = identifiers(action_text(self.messages[t]))
         wanted = sorted(item for item in used
                         if item not in self.head_text and any(item in text for text in self.history))
         return _TurnChecks(wanted, list(dict.fromkeys(self.constraints)), self.probes.get(t, []),
