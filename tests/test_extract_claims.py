@@ -23,6 +23,14 @@ def tool_facts(output: str, command: str, index: int = 3) -> list[tuple[str, str
     return [(f.kind, f.key, f.value) for f in facts]
 
 
+def folded(messages: list[dict]) -> TaskState:  # type: ignore[type-arg]
+    """The state of a conversation whose task is its message 1, extracted message by message."""
+    state = TaskState()
+    for index in range(len(messages)):
+        state.apply(extract_at(messages, index, f"ref{index}", 1).extraction)
+    return state
+
+
 def listing(rows: int) -> str:
     lines = ["total 248"] + [
         f"-rw-r--r--  1 dev staff {1000 + n * 37:>6} Jun 16 09:{n % 60:02d} module_{n:02d}.py" for n in range(rows)]
@@ -115,9 +123,7 @@ def test_a_row_the_dialogue_uses_later_becomes_a_fact_with_the_outputs_ref() -> 
         {"role": "tool", "tool_call_id": "c1", "content": log},
         {"role": "assistant", "content": "a3f9c2e sits right before the 1.14.0 tag; it is the suspect."},
     ]
-    state = TaskState()
-    for index in range(len(messages)):
-        state.apply(extract_at(messages, index, f"ref{index}", 1).extraction)
+    state = folded(messages)
     before = render_state(state, "fix", StateRules())
     assert "91c0d2a" not in before and "5d01e44" not in before  # rows nobody singled out stay evidence
     assert "a3f9c2e 2026-03-03" in before and "[ref:ref3]" in before  # the one the agent named, with its output's ref
@@ -127,10 +133,7 @@ def test_the_tasks_own_constraints_are_not_copied_into_the_state() -> None:
     messages = [{"role": "system", "content": "agent"},
                 {"role": "user", "content": "Fix it. Do NOT modify the tests. Always use non-interactive flags."},
                 {"role": "user", "content": "Also: never push to main."}]
-    state = TaskState()
-    for index in range(len(messages)):
-        state.apply(extract_at(messages, index, f"ref{index}", 1).extraction)
-    text = render_state(state, "fix", StateRules(), task=1)
+    text = render_state(folded(messages), "fix", StateRules(), task=1)
     assert "never push to main" in text.lower()
     assert "modify the tests" not in text.lower() and "non-interactive" not in text.lower()
 
@@ -205,9 +208,7 @@ def test_the_column_the_dialogue_names_is_a_fact_with_every_candidates_figure_si
         {"role": "tool", "tool_call_id": "c1", "content": BENCH},
         {"role": "assistant", "content": "B wins at p95 and allocates less. Decision: going with candidate B."},
     ]
-    state = TaskState()
-    for index in range(len(messages)):
-        state.apply(extract_at(messages, index, f"ref{index}", 1).extraction)
+    state = folded(messages)
     dialogue = "Make render faster.\0" + messages[4]["content"]
     text = render_state(state, "faster", StateRules(), focus=dialogue)
     assert "p95 ms: baseline (3.4.0)=388.9; A: memo dict per invoice=412.7; B: precomputed rate table=398.2" in text

@@ -6,7 +6,7 @@ logs. Pure functions of their arguments and of the caller's seeded random.Random
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from typing import Callable, Sequence
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 WORDS = ("load", "parse", "merge", "split", "format", "render", "check", "resolve", "build", "apply", "scan", "emit",
@@ -180,3 +180,20 @@ def git_log_oneline(rng: random.Random, count: int, fixed: Sequence[tuple[str, s
     for position, entry in enumerate(fixed):
         entries.insert(min(len(entries), (position + 1) * max(1, len(entries) // (len(fixed) + 1))), entry)
     return "\n".join(f"{commit} {subject}" for commit, subject in entries) + "\n"
+
+
+def bisect_run(rng: random.Random, bad_commit: str, lefts: Sequence[int], subjects: Sequence[str], test: str,
+               selector: str, tests: int, commit: str, summary: Callable[[int], str] | None = None) -> str:
+    """`git bisect run pytest …`: a step per revision tested (each `left` revisions left, a random subject of
+    `subjects`; the run fails once fewer than 3 are left), then `bad_commit is the first bad commit` with `commit`
+    (its author, date, subject and stat, as `git show --stat` prints them); `summary(left)` closes each step."""
+    steps = []
+    for left, sha_ in zip(lefts, [sha(rng, 40) for _ in lefts[:-1]] + [bad_commit]):
+        steps.append(f"Bisecting: {left} revisions left to test after this (roughly {left.bit_length()} steps)\n"
+                     f"[{sha_}] {rng.choice(list(subjects))}")
+        steps.append(f"running  'python' '-m' 'pytest' '-q' '{test}' '-k' '{selector}'\n"
+                     + pytest_dots(rng, [(test, tests)], {test: 1 if left < 3 else 0})
+                     + (summary(left) if summary else ""))
+    return ("status: waiting for both good and bad commits\nstatus: waiting for good commit(s), bad commit known\n"
+            + "\n".join(steps) + f"\n{bad_commit} is the first bad commit\ncommit {bad_commit}\n{commit}"
+            "bisect found first bad commit\n")

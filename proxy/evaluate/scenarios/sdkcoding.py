@@ -15,6 +15,7 @@ import json
 import random
 
 from .builder import Call, RunBuilder, Scenario, tool
+from .repo import bisect_run as repo_bisect_run
 from .repo import (
     failure_block,
     file_names,
@@ -572,21 +573,17 @@ def git_log_release(rng: random.Random) -> str:
 
 
 def bisect_run(rng: random.Random) -> str:
-    steps = []
-    for left, commit in ((5, sha(rng, 40)), (2, sha(rng, 40)), (1, sha(rng, 40)), (0, BAD_COMMIT)):
-        steps.append(f"Bisecting: {left} revisions left to test after this (roughly {max(0, left.bit_length())} "
-                     f"steps)\n[{commit}] {rng.choice(['templates: footer spacing', 'ci: cache pip', 'tax: look rounding modes up by name (#790)', 'money: __format__ with locale'])}")
-        steps.append("running  'python' '-m' 'pytest' '-q' 'tests/test_tax.py' '-k' 'nl'\n"
-                     + pytest_dots(rng, [("tests/test_tax.py", 3)], {"tests/test_tax.py": 1 if left < 3 else 0})
-                     + (f"1 failed, 2 passed, 31 deselected in {rng.uniform(0.3, 0.9):.2f}s" if left < 3 else
-                        f"3 passed, 31 deselected in {rng.uniform(0.3, 0.9):.2f}s"))
-    return ("status: waiting for both good and bad commits\nstatus: waiting for good commit(s), bad commit known\n"
-            + "\n".join(steps) + f"\n{BAD_COMMIT} is the first bad commit\ncommit {BAD_COMMIT}\n"
-            "Author: Tobias Richter <tobias.richter@acme.example>\nDate:   Thu Mar 12 14:02:51 2026 +0100\n\n"
-            "    tax: look rounding modes up by name (#790)\n\n    regions.py now says \"half_up\" / \"half_even\" "
-            "instead of importing decimal's constants.\n\n src/invoicekit/tax/regions.py  | 18 +++++-----\n"
-            " src/invoicekit/tax/rounding.py | 24 ++++++++------\n 2 files changed, 24 insertions(+), 18 "
-            "deletions(-)\nbisect found first bad commit\n")
+    return repo_bisect_run(
+        rng, BAD_COMMIT, (5, 2, 1, 0), ["templates: footer spacing", "ci: cache pip",
+                                       "tax: look rounding modes up by name (#790)", "money: __format__ with locale"],
+        "tests/test_tax.py", "nl", 3,
+        "Author: Tobias Richter <tobias.richter@acme.example>\nDate:   Thu Mar 12 14:02:51 2026 +0100\n\n"
+        "    tax: look rounding modes up by name (#790)\n\n    regions.py now says \"half_up\" / \"half_even\" "
+        "instead of importing decimal's constants.\n\n src/invoicekit/tax/regions.py  | 18 +++++-----\n"
+        " src/invoicekit/tax/rounding.py | 24 ++++++++------\n 2 files changed, 24 insertions(+), 18 "
+        "deletions(-)\n",
+        lambda left: (f"1 failed, 2 passed, 31 deselected in {rng.uniform(0.3, 0.9):.2f}s" if left < 3 else
+                      f"3 passed, 31 deselected in {rng.uniform(0.3, 0.9):.2f}s"))
 
 
 def show_bad_commit(rng: random.Random) -> str:

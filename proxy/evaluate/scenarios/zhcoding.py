@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from .builder import Call, RunBuilder, Scenario, tool
 from .noise import hex_id
+from .repo import bisect_run as repo_bisect_run
 from .repo import (
     failure_block,
     file_names,
@@ -374,18 +375,12 @@ def git_log(rng: random.Random) -> str:
 
 
 def bisect_run(rng: random.Random) -> str:
-    steps = []
-    for left, commit in ((6, sha(rng, 40)), (3, sha(rng, 40)), (1, sha(rng, 40)), (0, BAD_COMMIT)):
-        steps.append(f"Bisecting: {left} revisions left to test after this (roughly {left.bit_length()} steps)\n"
-                     f"[{commit}] {rng.choice(['ci: cache uv', 'writer: retry on 503', 'docs: region table'])}")
-        steps.append("running  'python' '-m' 'pytest' '-q' 'tests/ingest/test_parse.py' '-k' 'dst'\n"
-                     + pytest_dots(rng, [("tests/ingest/test_parse.py", 2)],
-                                   {"tests/ingest/test_parse.py": 1 if left < 3 else 0}))
-    return ("status: waiting for both good and bad commits\nstatus: waiting for good commit(s), bad commit known\n"
-            + "\n".join(steps) + f"\n{BAD_COMMIT} is the first bad commit\ncommit {BAD_COMMIT}\nAuthor: Zhao Ming "
-            "<zhao.ming@corp.example>\nDate:   Tue Feb 17 11:20:05 2026 +0800\n\n    ingest: eu-west-7 keeps wall "
-            "time until window (#371)\n\n metricsd/ingest/parse.py   | 9 ++++++---\n metricsd/ingest/regions.py | "
-            "2 +-\n 2 files changed, 8 insertions(+), 3 deletions(-)\nbisect found first bad commit\n")
+    return repo_bisect_run(
+        rng, BAD_COMMIT, (6, 3, 1, 0), ["ci: cache uv", "writer: retry on 503", "docs: region table"],
+        "tests/ingest/test_parse.py", "dst", 2,
+        "Author: Zhao Ming <zhao.ming@corp.example>\nDate:   Tue Feb 17 11:20:05 2026 +0800\n\n    ingest: eu-west-7 "
+        "keeps wall time until window (#371)\n\n metricsd/ingest/parse.py   | 9 ++++++---\n "
+        "metricsd/ingest/regions.py | 2 +-\n 2 files changed, 8 insertions(+), 3 deletions(-)\n")
 
 
 def show_commit(rng: random.Random) -> str:
