@@ -214,8 +214,7 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
                           rules.max_outcomes, 400)[::-1],
         VERIFIED: _verification_lines(state, rules.max_failing_checks),
         # never cut either (capped by a policy key): what a coding task has changed so far
-        FILES_CHANGED: [f"- {one_line(f.key, 200)}: {one_line(f.value, 160)}{_ref(f)}{_reason(state, f.key)}"
-                        for f in _files_changed(state)[-rules.max_files_changed:]] if rules.max_files_changed else [],
+        FILES_CHANGED: _files_changed_lines(state, rules.max_files_changed),
     }
     # What room is left goes first to the agent's conclusions (decisions, what failed, what it worked out), then
     # to key facts of tool outputs, then to completed items: the seeds' order of value.
@@ -284,7 +283,11 @@ def state_changes(frozen: str, now: str) -> str:
         if title not in CHANGE_SECTIONS or line in before:
             continue
         if title == FILES_CHANGED:
-            files.append(line[2:].split(": ", 1)[0])
+            if line.startswith(SCRATCH):
+                known = {name for old in before if old.startswith(SCRATCH) for name in old[len(SCRATCH):].split(", ")}
+                files.extend(name for name in line[len(SCRATCH):].split(", ") if name not in known)
+            else:
+                files.append(line[2:].split(": ", 1)[0])
             continue
         if title not in out:
             out.append(title)
@@ -330,6 +333,21 @@ SECTION_ORDER = (CONSTRAINTS, RULES, PENDING, APPROVALS, SETTLED, OUTCOMES, DECI
 
 
 _COPIES = (".backup", ".bak", ".orig", ".rej", ".old", "~")
+SCRATCH = "- written at the root (scripts, notes; recall by name): "
+MAX_SCRATCH_NAMES = 200
+
+
+def _files_changed_lines(state: TaskState, limit: int) -> list[str]:
+    """A line per project file (the newest `limit`: how it was last changed, its ref, why), and one line naming
+    the files written at the root of where the agent works, which are its scripts and notes (a coding agent writes
+    a dozen reproduction and check scripts a run): every file the agent changed is named, in few tokens."""
+    if not limit:
+        return []
+    files = _files_changed(state)
+    scratch = [f.key for f in files if "/" not in f.key.strip("./")]
+    project = [f for f in files if "/" in f.key.strip("./")][-limit:]
+    lines = [f"- {one_line(f.key, 200)}: {one_line(f.value, 160)}{_ref(f)}{_reason(state, f.key)}" for f in project]
+    return lines + ([SCRATCH + ", ".join(scratch[-MAX_SCRATCH_NAMES:])] if scratch else [])
 
 
 def _reason(state: TaskState, path: str) -> str:

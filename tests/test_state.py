@@ -272,4 +272,5 @@ def test_a_changed_files_line_says_why_in_the_agents_words_from_its_first_change
     lines = render_state(state, "fix", RULES).split("Files changed (latest change of each):\n", 1)[1].splitlines()
     assert lines[0] == ("- astropy/modeling/separable.py: edited (sed -i) [ref:t5] — why: The bug is that `_cstack` sets "
                         "the right block to 1 instead of copying `right`.")
-    assert lines[1].startswith("- repro.py: written") and "why" not in lines[1]  # a scratch script at the root
+    # a scratch script at the root: named on one line with the others, without why
+    assert lines[1] == "- written at the root (scripts, notes; recall by name): repro.py"
