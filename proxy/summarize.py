@@ -27,7 +27,7 @@ from typing import Any
 
 from .extract.names import names
 from .extract.text import flat
-from .messages import is_tool_result, message_text
+from .messages import message_text
 from .state import TaskState
 from .workingset import Conversation
 

@@ -140,7 +140,7 @@ def test_after_a_compaction_the_tail_says_what_changed_and_the_prefix_stays(tmp_
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_phases import engine, exchange, work
+    from test_phases import engine, work
 
     eng = engine(tmp_path, enabled=False)
     messages = work(2) + [{"role": "assistant", "content": "Open items: (1) fix previous_run; (2) add a CHANGELOG entry"},
