@@ -207,9 +207,8 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         # an approval given (its ticket, approver, scope) always has a line too, the newest ones
         SETTLED: [_approval_line(f) for f in state.of_kind(APPROVAL) if is_settled(f.value)]
         [-rules.max_settled_approvals:] if rules.max_settled_approvals else [],
-        # what only a tool output established (bisect's first bad commit, an answer's status, a date not yet known,
-        # the figures the dialogue compares): never cut either, the newest state.max_outcomes
-        # (brief: only the columns `focus` names, for the changes since a compaction)
+        # what only a tool output established (bisect's first bad commit, a status, figures compared), never cut;
+        # brief: only the columns `focus` names (for the changes since a compaction)
         OUTCOMES: _newest(([] if brief else state.of_kind(OUTCOME)) + _named_columns(state, focus),
                           rules.max_outcomes, 400)[::-1],
         VERIFIED: _verification_lines(state, rules.max_failing_checks),
