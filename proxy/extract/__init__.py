@@ -51,7 +51,7 @@ from .approvals import REQUESTED, approval_answer, approval_subject, stated_appr
 from .changes import file_changes
 from .checks import check_facts
 from .claims import columns, outcomes, rules
-from .evidence import describe
+from .evidence import Evidence, describe
 from .constraints import constraints
 from .facts import (
     argument_root,
@@ -99,10 +99,11 @@ def extract(message: Message, context: MessageContext, max_chars: int = EXTRACT_
         triples = _assistant(text, _bounded(_tool_calls(message), max_chars // 2), stages)
     elif role in ("tool", "function"):
         data = json_body(text)  # JSON when the window parses: the whole output, as a rule
-        action = tool_action(message, full, context, data)  # the gist reads its own bounded parts of the output
+        evidence = describe(full, context.call)  # what the output is: read once, for its gist and its claims
+        action = tool_action(message, full, context, data, evidence)  # the gist reads bounded parts of the output
         actions = (action,)
         call = _bounded([context.call], max_chars // 2)[0] if context.call else None
-        triples = _tool(text, data, call, action, stages, context.previous_assistant_text)
+        triples = _tool(text, data, call, action, stages, context.previous_assistant_text, evidence)
     else:
         return Extraction()
     source = "tool" if role in ("tool", "function") else str(role)
@@ -190,9 +191,10 @@ def _argument_facts(calls: list[ToolCall]) -> list[_Triple]:
     return triples
 
 
-def _tool(text: str, data: object, call: ToolCall | None, action: Action, stages: Stages,
-          prose: str = "") -> list[_Triple]:
-    """`prose`: the words of the assistant message that made the call (why it changes what it changes)."""
+def _tool(text: str, data: object, call: ToolCall | None, action: Action, stages: Stages, prose: str,
+          evidence: Evidence) -> list[_Triple]:
+    """`prose`: the words of the assistant message that made the call (why it changes what it changes);
+    `evidence`: what the output is (a listing, a document...)."""
     triples: list[_Triple] = []
     checked = stages.run("verification", lambda: verification(call, text, action.outcome), None)
     if checked is not None:
@@ -204,7 +206,6 @@ def _tool(text: str, data: object, call: ToolCall | None, action: Action, stages
                           lambda: [(FAILURE, key, value) for key, value in http_failures(text, data, call)], [])
     # A tool output is evidence: what it claims (rules, outcomes) is a fact; its rows wait as candidates until the
     # dialogue singles one out (TaskState promotes them).
-    evidence = describe(text, call)
     subject = _subject(call, action)
     if data is not None:
         triples += stages.run("approvals", lambda: [(APPROVAL, subject, status)

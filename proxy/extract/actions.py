@@ -6,7 +6,7 @@ import itertools
 import re
 
 from ..records import Action, Message, MessageContext, ToolCall
-from .evidence import describe, description
+from .evidence import Evidence, describe, description
 from .facts import parse_json
 from .text import clip, clip_middle, collapse
 
@@ -174,7 +174,8 @@ def tool_output_gist(text: str, max_chars: int, call: ToolCall | None = None) ->
     return _gist(text, parse_json(text), max_chars, call)
 
 
-def _gist(text: str, data: object, max_chars: int, call: ToolCall | None = None) -> tuple[str, str]:
+def _gist(text: str, data: object, max_chars: int, call: ToolCall | None = None,
+          evidence: Evidence | None = None) -> tuple[str, str]:
     head = meaningful_lines(text, _HEAD_LINES)
     tail = _last_lines(text, _RC_PROBE_LINES) if head else []
     code = return_code(text, head, tail)
@@ -183,7 +184,7 @@ def _gist(text: str, data: object, max_chars: int, call: ToolCall | None = None)
     if error_line is None and data is not None:
         return "ok", json_gist(data, max_chars, len(text))
     if error_line is None:
-        described = description(describe(text, call)) if head else None
+        described = description(evidence or describe(text, call)) if head else None
         if described is not None:
             return "ok", f"{clip_middle(described, max_chars)}{size}"
         return "ok", f"{clip_middle(collapse(head[0]), max_chars) if head else '(no output)'}{size}"
@@ -326,12 +327,14 @@ def _json_error(data: object) -> str | None:
     return None
 
 
-def tool_action(message: Message, text: str, context: MessageContext, data: object = None) -> Action:
-    """The action record for one tool result message; `data` is its parsed JSON, if it is JSON."""
+def tool_action(message: Message, text: str, context: MessageContext, data: object = None,
+                evidence: Evidence | None = None) -> Action:
+    """The action record for one tool result message; `data` is its parsed JSON, if it is JSON; `evidence`, what
+    the output is (evidence.describe of `text`), when the caller has read it already."""
     call = context.call
     name = (call.name if call else "") or str(message.get("name") or "") or "unknown"
     call_id = str(message.get("tool_call_id") or (call.id if call else "") or "")
-    outcome, gist = _gist(text, data, MAX_GIST_CHARS, call)
+    outcome, gist = _gist(text, data, MAX_GIST_CHARS, call, evidence)
     return Action(
         turn=context.index,
         tool=name,
