@@ -122,6 +122,10 @@ def test_python_that_writes_a_literal_path() -> None:
     one_liner = ("python -c \"from pathlib import Path; p = 'x'; Path('src/settings.py').write_text('X = 1')\" && "
                  "python -c \"print(open('README.rst').read())\"")
     assert changed(one_liner) == {"src/settings.py": "written (python -c)"}
+    named = ("cd /srv/app && python - <<'EOF'\nfrom pathlib import Path\npath = Path(\"tidewater/schedule.py\")\n"
+             "text = path.read_text()\npath.write_text(text.replace('a', 'b'))\nnotes = Path('NOTES.md')\n"
+             "print(notes.read_text())\nEOF")
+    assert changed(named) == {"tidewater/schedule.py": "written (python - heredoc)"}
 
 
 def test_a_fix_script_written_and_run_in_one_command() -> None:

@@ -41,6 +41,7 @@ _OPEN_WRITE = re.compile(
     r"""[rbuRBU]?(['"])([rwaxbt+U]{1,4})\4"""
 )
 _PATH_WRITE = re.compile(r"""\bPath\(\s{0,20}(['"])([^'"\n]{1,300})\1\s{0,20}\)\.write_(?:text|bytes)\(""")
+_NAMED_WRITE = re.compile(r"""\b([A-Za-z_]\w{0,60})\.(?:write_(?:text|bytes)\(|open\(\s{0,20}(['"])[wax])""")
 _PY_ASSIGNMENT = re.compile(
     r"""^[ \t]{0,40}([A-Za-z_]\w{0,60})[ \t]{0,20}=[ \t]{0,20}(?:Path\()?[rRbB]?(['"])([^'"\n]{1,300})\2""", re.M)
 
@@ -314,6 +315,10 @@ def python_writes(code: str) -> list[str]:
     for match in _PATH_WRITE.finditer(code):
         if match.group(2) not in paths:
             paths.append(match.group(2))
+    for match in _NAMED_WRITE.finditer(code):  # `path = Path("x.py")` … `path.write_text(…)`
+        path = names.get(match.group(1))
+        if path and path not in paths:
+            paths.append(path)
     return paths[:MAX_CHANGES]
 
 
