@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from proxy.extract import extract
+from proxy.extract.claims import columns
 from proxy.extract.evidence import BUILD, DOCUMENT, LISTING, SEARCH, SOURCE, describe
 from proxy.ingest import extract_at
 from proxy.policy import StateRules
@@ -225,3 +226,25 @@ def test_json_inside_a_shell_tools_wrapper_is_read_as_json() -> None:
     approvals = [(kind, key, value) for kind, key, value in tool_facts(output, "curl -s -i https://changes/api")
                  if kind == APPROVAL]
     assert approvals == [(APPROVAL, "changes APR-20931", "approved; approved_by: Wang Lei; scope: staging-eu only")]
+
+
+def test_a_data_frames_columns_are_read_under_their_own_headers() -> None:
+    """pandas prints its index without a header and leaves empty cells blank: each figure keeps its own column's
+    name (a price filed under the duty rate would be a wrong fact, worse than none)."""
+    frame = ("   currency  incoterm  usd_pc  landed_usd    moq  note\n"
+             "A       USD       FOB  2.8600      2.9700  10000      \n"
+             "B       USD       DDP  2.7100      2.7100  12000  late\n"
+             "C       CNY       EXW  2.3724      2.8524   8000      \n")
+    found = dict(columns(frame))
+    assert found["usd"] == "usd_pc: A=2.8600; B=2.7100; C=2.3724"
+    assert found["landed"] == "landed_usd: A=2.9700; B=2.7100; C=2.8524"
+    assert found["moq"] == "moq: A=10000; B=12000; C=8000"
+    assert not any("USD" in line.split(": ", 1)[1] for line in found.values())
+
+
+def test_a_quotes_confidentiality_footer_is_one_rule_without_its_bank_details() -> None:
+    """Every supplier's quote ends with the same clause after its own bank account: one rule, stated once."""
+    footers = [f"报价单 Q{n}\n\n开户行：中国银行{city}分行 账号：{596178329705 + n} 本报价单内容仅供贵司内部使用，未经我司书面同意不得向第三方披露。"
+               for n, city in enumerate(("杭州", "金华", "苏州"))]
+    found = {fact for footer in footers for fact in tool_facts(footer, "read_quote") if fact[0] == RULE}
+    assert [value for _, _, value in found] == ["本报价单内容仅供贵司内部使用，未经我司书面同意不得向第三方披露。"]

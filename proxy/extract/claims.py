@@ -85,7 +85,9 @@ def rules(text: str, evidence: Evidence, failed: bool = False) -> list[tuple[str
         for sentence in (part.lstrip("#>*-• ").strip() for part in sentences(unit, 16)):
             if not _RULE.search(sentence) or _NOT_A_RULE.search(sentence) or sentence.rstrip().endswith(("?", "？")):
                 continue
-            if len(sentence.split()) < MIN_RULE_WORDS and not _has_cjk(sentence):
+            if _has_cjk(sentence):
+                sentence = _clause(sentence)
+            elif len(sentence.split()) < MIN_RULE_WORDS:
                 continue
             key = normalize(sentence)[:MAX_SUBJECT_CHARS * 2]
             if key in seen:
@@ -138,7 +140,7 @@ def outcomes(text: str, evidence: Evidence, subject: str) -> list[tuple[str, str
 MAX_TABLE_ROWS = 12  # a longer table is data to recall by ref, not figures to compare side by side
 MIN_TABLE_ROWS = 2
 MAX_COLUMNS = 8
-_CELL_GAP = re.compile(r"\s{2,}|\t")
+_CELL = re.compile(r"[^\s](?: ?[^\s])*")  # text with no two spaces or a tab inside
 _NUMBER_CELL = re.compile(r"^[-+]?\d[\d,]*(?:\.\d+)?\s?(?:%|ms|s|MB|GB|KB|MB/s|x)?$")
 _HEADER_WORD = re.compile(r"[A-Za-z][\w.%/-]{1,24}")
 _GENERIC_HEADERS = frozenset("ms s sec mb kb gb rows count total n name id errors value values unit units".split())
@@ -146,35 +148,53 @@ _GENERIC_HEADERS = frozenset("ms s sec mb kb gb rows count total n name id error
 
 def columns(text: str) -> list[tuple[str, str]]:
     """(header word, line) of each numeric column of the small aligned tables an output ends its work with (a
-    benchmark's or a load test's summary): `p95: 256=91.6; 512=87.3` — the figures of the candidates side by side,
-    exact. They are candidates: a column becomes a fact when the dialogue names its header (see state.py)."""
+    benchmark's or a load test's summary, a data frame printed): `p95: 256=91.6; 512=87.3` — the figures of the
+    candidates side by side, exact. A row's cells are matched to the header by where they stand, so a table whose
+    rows carry a label the header does not name (pandas' index) or leave a cell empty is read right, and a cell
+    no header stands over leaves its column out (a figure under the wrong name would be worse than none). They
+    are candidates: a column becomes a fact when the dialogue names its header (see state.py)."""
     found: list[tuple[str, str]] = []
     lines = text.splitlines()
     index = 0
     while index < len(lines) and len(found) < MAX_COLUMNS * 2:
-        header = [cell for cell in _CELL_GAP.split(lines[index].strip()) if cell]
+        header = _cells(lines[index])
         index += 1
-        if len(header) < 3 or any(_NUMBER_CELL.match(cell) for cell in header):
+        if len(header) < 3 or any(_NUMBER_CELL.match(cell) for _, _, cell in header):
             continue
-        rows: list[list[str]] = []
+        rows: list[list[tuple[int, int, str]]] = []
         if index < len(lines) and lines[index].strip() and not lines[index].strip(" -=+|:\t"):
             index += 1  # the rule under a header
         while index < len(lines) and len(rows) <= MAX_TABLE_ROWS:
-            cells = [cell for cell in _CELL_GAP.split(lines[index].strip()) if cell]
-            if len(cells) != len(header) or sum(bool(_NUMBER_CELL.match(cell)) for cell in cells[1:]) < 1:
+            cells = _cells(lines[index])
+            if not len(header) - 1 <= len(cells) <= len(header) + 1 or \
+                    not any(_NUMBER_CELL.match(cell) for _, _, cell in cells[1:]):
                 break
             rows.append(cells)
             index += 1
         if not MIN_TABLE_ROWS <= len(rows) <= MAX_TABLE_ROWS:
             continue
-        for column in range(1, min(len(header), MAX_COLUMNS)):
-            word = _HEADER_WORD.match(header[column])
+        for start, end, name in header[:MAX_COLUMNS + 1]:
+            word = _HEADER_WORD.match(name)
             token = word.group().split("_")[0].lower() if word else ""
-            if not token or token in _GENERIC_HEADERS or not all(_NUMBER_CELL.match(row[column]) for row in rows):
+            if not token or token in _GENERIC_HEADERS:
                 continue
-            values = "; ".join(f"{clip(row[0], 48)}={row[column]}" for row in rows)
-            found.append((token, clip(f"{header[column]}: {values}", MAX_CLAIM_CHARS * 2)))
+            under = [_under(row, start, end) for row in rows]
+            if any(cell is None or not _NUMBER_CELL.match(cell) for cell in under):
+                continue
+            values = "; ".join(f"{clip(row[0][2], 48)}={cell}" for row, cell in zip(rows, under))
+            found.append((token, clip(f"{name}: {values}", MAX_CLAIM_CHARS * 2)))
     return found
+
+
+def _cells(line: str) -> list[tuple[int, int, str]]:
+    """The cells of an aligned table's line (text apart by two spaces or a tab), with where each starts and ends."""
+    return [(match.start(), match.end(), match.group()) for match in _CELL.finditer(line)]
+
+
+def _under(row: list[tuple[int, int, str]], start: int, end: int) -> str | None:
+    """The one cell of a row (its label apart) that stands under a header cell spanning start..end, or None."""
+    cells = [cell for cell_start, cell_end, cell in row[1:] if cell_start < end and start < cell_end]
+    return cells[0] if len(cells) == 1 else None
 
 
 def _statement_lines(text: str, marks: bool = False) -> Iterator[str]:
@@ -200,6 +220,18 @@ def _json_line(line: str) -> str:
     key, _, value = line.partition('": ')
     value = value.rstrip(",").strip('"').replace("\\n", " ").replace('\\"', '"')
     return f"{key.strip(chr(34))}: {value}"
+
+
+def _clause(sentence: str) -> str:
+    """A Chinese sentence from the space-separated field that states the rule, when labelled fields come before it
+    (`开户行：… 账号：… 本报价单…不得…`): Chinese puts no spaces between words, so a space sets a field apart."""
+    match = _RULE.search(sentence)
+    if match is None:
+        return sentence
+    start = sentence.rfind(" ", 0, match.start()) + 1
+    fields = sentence[:start].split()
+    labelled = bool(fields) and all("：" in field or ":" in field for field in fields)
+    return sentence[start:] if labelled and _has_cjk(sentence[start:match.start()]) else sentence
 
 
 def _has_cjk(text: str) -> bool:
