@@ -81,3 +81,19 @@ def test_an_approval_status_in_a_tool_output_is_an_approval_with_its_id() -> Non
     plain = extract({"role": "tool", "tool_call_id": "c1", "content": '{"id": "A-1", "status": "shipped"}'},
                     MessageContext(index=5, ref="r1", call=call)).facts
     assert not [f for f in plain if f.kind == APPROVAL]
+
+
+def test_an_approval_nested_in_a_record_or_a_review_awaited_is_an_approval() -> None:
+    """A purchase request's answer carries its approval workflow as a nested object whose status is a plain
+    "pending"; a data export awaits a governance review. Both ids are what the agent must cite later."""
+    from proxy.extract.approvals import tool_approvals
+
+    purchase = {"pr_id": "PR-2026-0877", "status": "in_approval", "total_budget_cny": 262200.0,
+                "approval": {"approval_id": "APR-2026-0412", "workflow": "PR > 200k CNY", "status": "pending",
+                             "steps": [{"step": 1, "role": "department_manager", "state": "approved"}]}}
+    assert tool_approvals(purchase) == [("approval APR-2026-0412", "pending")]
+    export = {"request_id": "DG-2026-0331", "status": "pending_review", "queue": "data-governance"}
+    assert tool_approvals(export) == [("DG-2026-0331", "pending_review")]
+    assert tool_approvals({"request_id": "DG-2026-0331", "status": "approved", "approved_by": "k.brandt"}) == [
+        ("DG-2026-0331", "approved; approved_by: k.brandt")]
+    assert tool_approvals({"id": "ORD-1", "status": "pending", "items": [{"sku": "A", "status": "pending"}]}) == []

@@ -205,7 +205,7 @@ def approval_status(value: str) -> str:
 
 # An object in a tool's JSON output whose status is about approval: its id is what a later call must cite, and
 # often only that tool output holds it (a scope request, a refund awaiting a supervisor, a change request).
-_APPROVAL_STATUS = re.compile(r"approv|sign[-_ ]?off|审批|批准", re.I)
+_APPROVAL_STATUS = re.compile(r"approv|sign[-_ ]?off|\breview\b|_review\b|审批|批准|审核", re.I)
 _STATUS_FIELDS = ("status", "state", "approval_status", "approval_state")
 _ID_FIELDS = ("id", "approval_id", "request_id", "change_id", "ticket_id", "reference", "number")
 # Who approves, what, until when: the fields an approval's line carries beside its status.
@@ -231,7 +231,9 @@ def tool_approvals(data: object) -> list[tuple[str, str]]:
         if not isinstance(node, dict):
             continue
         status = next((node[field] for field in _STATUS_FIELDS if isinstance(node.get(field), str)), "")
-        if status and _APPROVAL_STATUS.search(status):
+        # about approval by its status (`awaiting_approval`, `pending_review`), or by where it sits or what it is
+        # (`"approval": {"approval_id": …, "status": "pending"}`)
+        if status and (_APPROVAL_STATUS.search(status) or _APPROVAL_STATUS.search(name) or "approval_id" in node):
             ident = next((str(node[field]) for field in _ID_FIELDS if isinstance(node.get(field), (str, int))
                           and not isinstance(node.get(field), bool)), "")
             if ident:
