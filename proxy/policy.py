@@ -77,6 +77,9 @@ class StateRules:
     max_failing_checks: int = setting(
         8, "failed test runs and check scripts whose verification line shows their last error line (and whether "
         "they passed since), newest first; the others show their verdict only", min=0)
+    max_passing_checks: int = setting(
+        4, "checks whose every run passed listed, newest first; older ones fold into a count (failed checks, and "
+        "those that failed and passed since, are always listed)", min=0)
     value_chars: int = setting(120, "longest fact value shown in the task state", min=10)
 
     def quota(self, room: int) -> int:

@@ -211,7 +211,7 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         # brief: only the columns `focus` names (for the changes since a compaction)
         OUTCOMES: _newest(([] if brief else state.of_kind(OUTCOME)) + _named_columns(state, focus),
                           rules.max_outcomes, 400)[::-1],
-        VERIFIED: _verification_lines(state, rules.max_failing_checks),
+        VERIFIED: _verification_lines(state, rules.max_failing_checks, rules.max_passing_checks, counted=not brief),
         # never cut either (capped by a policy key): what a coding task has changed so far
         FILES_CHANGED: _files_changed_lines(state, rules.max_files_changed),
     }
@@ -383,23 +383,34 @@ def _files_changed(state: TaskState) -> list[Fact]:
     return changed_files(state.of_kind(CHANGED), scripts, state.of_kind(RAN))
 
 
-def _verification_lines(state: TaskState, detailed: int) -> list[str]:
+def _verification_lines(state: TaskState, detailed: int, passing: int | None = None,
+                        counted: bool = True) -> list[str]:
     """One line per check: its verdict, and for the newest `detailed` failures their error line as printed and
-    the pass that came after, if one did (`pytest x: FAILED x::t - … [ref:a] — passed since [ref:b]`)."""
+    the pass that came after, if one did (`pytest x: FAILED x::t - … [ref:a] — passed since [ref:b]`). With
+    `passing`, only the newest that many checks that simply passed are listed; the older fold into a count (a
+    long run re-runs many test commands, and a pass the agent has moved on from says little), unless not
+    `counted` (the brief render whose lines are compared with the frozen state's: a count is not a change)."""
     newest = {fact.key for fact in state.of_kind(FAILING)[::-1][:detailed]}
     lines: list[str] = []
+    plain: list[tuple[int, int]] = []  # (turn, position) of the lines that say only "passed"
     for fact in state.of_kind(VERIFICATION):
         failure = state.facts.get((FAILING, fact.key)) if fact.key in newest else None
         now = failure is not None and failure.turn == fact.turn  # failing as of its last run
         before = failure is not None and fact.value == "passed" and failure.turn < fact.turn
         if failure is None or not (now or before):  # never failed, or its error line was not read (a time cap)
+            if fact.value == "passed" and (FAILING, fact.key) not in state.facts:
+                plain.append((fact.turn, len(lines)))
             lines.append(f"- {one_line(fact.key, 160)}: {fact.value}{_ref(fact)}")
             continue
         passed = passed_since(failure, state.facts)
         since = f" — passed since{_ref(passed)}" if passed is not None else ""
         verdict = f"{fact.value}: " if now else ""
         lines.append(f"- {one_line(fact.key, 160)}: {verdict}{one_line(failure.value, 240)}{_ref(failure)}{since}")
-    return lines
+    if passing is None or len(plain) <= passing:
+        return lines
+    folded = {position for _, position in sorted(plain)[:len(plain) - passing]}
+    count = [f"- ({len(folded)} earlier checks passed)"] if counted else []
+    return count + [line for i, line in enumerate(lines) if i not in folded]
 
 
 def state_snapshot(state: TaskState, goal: str, next_action: str = "", summary: str = "",

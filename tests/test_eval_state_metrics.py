@@ -224,6 +224,17 @@ def test_a_passed_line_is_false_when_the_latest_output_of_its_command_failed() -
     assert false_pass("python never_ran.py", found) is None
 
 
+def test_a_pass_the_live_tail_says_has_failed_since_is_not_claimed() -> None:
+    """The frozen head says a check passed; the changes at the tail say its latest run failed: the state as a whole
+    claims the failure, not a pass (and a later pass, or "passed since", claims the pass again)."""
+    head = ["Verification:", "- pytest -q: passed [ref:0a1b2c3d4e5f]", "- python repro.py: passed [ref:0a1b2c3d4e5f]"]
+    tail = ["## Task state since the compaction above (kept by workset)", "Verification:",
+            "- pytest -q: unclear: AttributeError: 'NoneType' object has no attribute '_meta' [ref:1b2c3d4e5f6a]"]
+    assert passed_lines(head + tail) == ["python repro.py"]
+    fixed = ["- pytest -q: AttributeError: 'NoneType' … [ref:1b2c3d4e5f6a] — passed since [ref:2c3d4e5f6a7b]"]
+    assert passed_lines(head + tail + fixed) == ["pytest -q", "python repro.py"]
+
+
 def test_swe_check_of_one_request() -> None:
     request = RUN[:14]
     state = ["## Task state (kept by workset)", "Verification:",

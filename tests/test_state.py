@@ -274,3 +274,26 @@ def test_a_changed_files_line_says_why_in_the_agents_words_from_its_first_change
                         "the right block to 1 instead of copying `right`.")
     # a scratch script at the root: named on one line with the others, without why
     assert lines[1] == "- written at the root (scripts, notes; recall by name): repro.py"
+
+
+def test_checks_that_only_ever_passed_fold_into_a_count_beyond_the_newest_few() -> None:
+    """A long coding run re-runs a dozen test commands: the newest passes are listed, the older fold into a count;
+    a check that failed (its error line, and whether it passed since) is always listed."""
+    from proxy.records import FAILING, PASSING, VERIFICATION
+
+    state = TaskState()
+    state.apply_fact(Fact(VERIFICATION, "python repro.py", "failed", 4, "r4", "tool"))
+    state.apply_fact(Fact(FAILING, "python repro.py", "ValueError: ERR_TZ_0042", 4, "r4", "tool"))
+    for turn in range(6, 20, 2):
+        state.apply_fact(Fact(VERIFICATION, f"pytest tests/test_{turn}.py", "passed", turn, f"r{turn}", "tool"))
+    state.apply_fact(Fact(VERIFICATION, "python repro.py", "passed", 21, "r21", "tool"))
+    state.apply_fact(Fact(PASSING, "python repro.py", "passed", 21, "r21", "tool"))
+    rules = replace(RULES, max_passing_checks=3)
+    lines = render_state(state, "fix it", rules).split("Verification:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    lines = [line for line in lines if line.startswith("- ")]
+    assert lines == ["- (4 earlier checks passed)",
+                     "- pytest tests/test_14.py: passed [ref:r14]", "- pytest tests/test_16.py: passed [ref:r16]",
+                     "- pytest tests/test_18.py: passed [ref:r18]",
+                     "- python repro.py: ValueError: ERR_TZ_0042 [ref:r4] — passed since [ref:r21]"]
+    brief = render_state(state, "fix it", rules, brief=True)
+    assert "earlier checks passed" not in brief and "test_18.py: passed" in brief and "test_12.py" not in brief

@@ -369,20 +369,29 @@ def sentence_kept(sentence: str, forwarded: str) -> bool:
 # --- false passes ------------------------------------------------------------------------------------------------
 
 _VERIFIED = re.compile(r"^- (?P<command>.+?): passed(?: \[ref:[0-9a-f]+\])?$")
+_PASSED_SINCE = re.compile(r" — passed since(?: \[ref:[0-9a-f]+\])?$")
 
 
 def passed_lines(state_lines: Sequence[str]) -> list[str]:
-    """The commands of the state's `Verification:` section said to have passed."""
-    commands_: list[str] = []
+    """The commands the state's `Verification:` sections say passed, as of their last line: the live part at the
+    tail says what changed since the frozen head (`pytest x: passed` there, `pytest x: failed …` at the tail is a
+    check that fails now, not a false pass)."""
+    latest: dict[str, bool] = {}  # command -> whether its latest line says it passed
     inside = False
     for line in state_lines:
         if not line.startswith("- "):
             inside = line.strip() == "Verification:"
             continue
-        found = _VERIFIED.match(line.strip()) if inside else None
+        if not inside:
+            continue
+        found = _VERIFIED.match(line.strip())
         if found:
-            commands_.append(found.group("command"))
-    return commands_
+            latest[found.group("command")] = True
+            continue
+        for command in latest:
+            if line.startswith(f"- {command}: "):
+                latest[command] = bool(_PASSED_SINCE.search(line))
+    return [command for command, passed in latest.items() if passed]
 
 
 def failed_output(command: Command) -> bool:
