@@ -71,6 +71,9 @@ class StateRules:
                              "first", min=0)
     max_outcomes: int = setting(12, "outcomes tool outputs established (bisect's first bad commit, an answer's "
                                 "status fields, what is not known yet) listed, newest first", min=0)
+    max_named_columns: int = setting(
+        6, "columns of figures from tool outputs' tables that the dialogue names (p95 of each candidate, side by "
+        "side) listed with the outcomes, newest first", min=0)
     max_files_changed: int = setting(
         40, "files the agent changed listed (one line each, its latest change), newest first; never cut for room",
         min=0)

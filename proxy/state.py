@@ -209,8 +209,8 @@ def render_state(state: TaskState, goal: str, rules: StateRules, max_tokens: int
         [-rules.max_settled_approvals:] if rules.max_settled_approvals else [],
         # what only a tool output established (bisect's first bad commit, a status, figures compared), never cut;
         # brief: only the columns `focus` names (for the changes since a compaction)
-        OUTCOMES: _newest(([] if brief else state.of_kind(OUTCOME)) + _named_columns(state, focus),
-                          rules.max_outcomes, 400)[::-1],
+        OUTCOMES: _newest([] if brief else state.of_kind(OUTCOME), rules.max_outcomes, 400)[::-1]
+        + _newest(_named_columns(state, focus), rules.max_named_columns, 400)[::-1],
         VERIFIED: _verification_lines(state, rules.max_failing_checks, rules.max_passing_checks, counted=not brief),
         # never cut either (capped by a policy key): what a coding task has changed so far
         FILES_CHANGED: _files_changed_lines(state, rules.max_files_changed),
@@ -364,8 +364,14 @@ def _named_columns(state: TaskState, focus: str) -> list[Fact]:
     dialogue = focus.split("\0", 1)[-1].lower()
     if not dialogue:
         return []
-    named = [fact for (kind, key), fact in state.candidates.items() if kind == COLUMN and key in dialogue]
+    # named as a word ("p95", "landed"), not inside one: "low" is not named by "below", nor "jul" by "july"
+    words = {part.strip(".%-") for word in _DIALOGUE_WORD.findall(dialogue) for part in (word, *word.split("/"))}
+    named = [fact for (kind, key), fact in state.candidates.items()
+             if kind == COLUMN and (key in words if key.isascii() else key in dialogue)]
     return sorted(named, key=lambda fact: fact.turn)
+
+
+_DIALOGUE_WORD = re.compile(r"[^\W_][\w.%/-]*")
 
 
 def _approval_line(fact: Fact) -> str:

@@ -248,3 +248,22 @@ def test_a_quotes_confidentiality_footer_is_one_rule_without_its_bank_details() 
                for n, city in enumerate(("杭州", "金华", "苏州"))]
     found = {fact for footer in footers for fact in tool_facts(footer, "read_quote") if fact[0] == RULE}
     assert [value for _, _, value in found] == ["本报价单内容仅供贵司内部使用，未经我司书面同意不得向第三方披露。"]
+
+
+def test_a_column_is_named_by_a_word_of_the_dialogue_not_inside_one_and_the_newest_few_are_shown() -> None:
+    bands = ("lane      low      high     trend\n"
+             "SHA-RTM   405.17   549.68   2177.36\n"
+             "NGB-HAM   123.72   167.84   1984.02\n")
+    messages = [
+        {"role": "system", "content": "agent"}, {"role": "user", "content": "Budget the Q3 freight."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "python", "arguments": '{"code": "bands()"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": bands},
+        {"role": "assistant", "content": "Every lane stays below budget; following the trend as planned."},
+    ]
+    state = folded(messages)
+    text = render_state(state, "budget", StateRules(), focus="Budget the Q3 freight.\0" + messages[4]["content"])
+    assert "405.17" not in text and "2177.36" in text  # "trend" is named; "below" names no "low" column
+    asked = render_state(state, "budget", StateRules(max_named_columns=1),
+                         focus="Budget.\0What are the low/high bands and the trend?")
+    assert "trend: SHA-RTM=2177.36; NGB-HAM=1984.02" in asked and "low:" not in asked  # the newest one only
