@@ -14,7 +14,7 @@ when the budget trigger fires.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from .extract.names import is_record_id
 from .extract.text import flat, one_line
@@ -751,16 +751,34 @@ def names_index(conversation: Conversation, removed: set[int], masked_through: i
             return 1
         return 2 if recurring and times[name] >= recurring else 3
 
+    candidates = (name for name in last_seen if name not in shown and group(name) < 3)
+    return _leading_within(sorted(candidates, key=lambda n: (group(n), -last_seen[n], n)), limit, counter)
+
+
+def _leading_within(names: Iterable[str], limit: int, counter: TokenCounter) -> tuple[str, ...]:
+    """The first names, in order, that fit `limit` tokens as the index writes them."""
     chosen: list[str] = []
     used = 0
-    candidates = (name for name in last_seen if name not in shown and group(name) < 3)
-    for name in sorted(candidates, key=lambda n: (group(n), -last_seen[n], n)):
+    for name in names:
         cost = counter.cached_text(" " + name)
         if used + cost > limit:
             break
         chosen.append(name)
         used += cost
     return tuple(chosen)
+
+
+def names_within(epoch: Epoch, limit: int, counter: TokenCounter) -> tuple[str, ...]:
+    """The epoch's names index without the names its state or digest shows, cut so that its compacted message
+    stays within `limit` tokens (digest.head_max_tokens; 0: no cut): the state and the digest come first, the
+    names, most useful first, get what they leave."""
+    shown = f"{epoch.head_state}\n{digest_text(epoch)}"
+    names = tuple(name for name in epoch.names if name not in shown)
+    if limit <= 0 or not names:
+        return names
+    without = compacted_tokens(compacted_sections(replace(epoch, names=())), counter)[0]
+    room = limit - without - counter.cached_text(NAMES_HEADING) - 2
+    return _leading_within(names, room, counter) if room > 0 else ()
 
 
 def digest_quota(policy: Policy, budget: Budget) -> int:
