@@ -299,7 +299,8 @@ def test_per_trace_flag_prints_each_trace_and_json_holds_the_new_figures(tmp_pat
         [sys.executable, "-m", "proxy", "eval", "scenarios", "--limit", "2", "--policy", "default", "--per-trace",
          "--json", str(out_json)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "| trace | strategy | probes kept | state tok (last) | dump rows (last) |" in result.stdout
+    assert ("| trace | strategy | probes kept | state tok (last) | dump rows (last) | workset tok (last 3, max) | "
+            "tokens vs none |") in result.stdout
     assert "| scenario-coding-pytz-textbased | default |" in result.stdout
     assert "| dump rows mean | dump rows max |" in result.stdout
     rows = {row["policy"]: row for row in json.loads(out_json.read_text())["rows"]}
@@ -307,6 +308,11 @@ def test_per_trace_flag_prints_each_trace_and_json_holds_the_new_figures(tmp_pat
     assert [item["trace"] for item in default["per_trace"]] == ["scenario-procurement-20-quotes",
                                                                  "scenario-coding-pytz-textbased"]
     assert all(item["state_tokens"] > 0 for item in default["per_trace"])
+    # workset's own text at the last requests is bounded (digest.head_max_tokens and the live tail), and what was
+    # forwarded is a share of what forwarding everything sends
+    assert all(0 < item["workset_tokens_last"] <= 2_700 for item in default["per_trace"])
+    everything = {item["trace"]: item["tokens"] for item in rows["none"]["per_trace"]}
+    assert all(0 < item["tokens"] < 0.5 * everything[item["trace"]] for item in default["per_trace"])
     assert default["workset_requests"] > 0 and default["dump_rows_max"] >= default["dump_rows_mean"] > 0
     assert default["state_task_copy_share"] == 0  # the task is forwarded verbatim: the state copies none of it
     # the text-based coding run is the one coding run of the two: its last three requests are checked

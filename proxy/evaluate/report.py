@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 import orjson
 
 from .metrics import PROBE_KINDS
-from .run import Evaluation, Row
+from .run import SWE_REQUESTS, Evaluation, Row
 
 Column = tuple[str, Callable[[Row], str]]  # title, the cell of a row
 
@@ -134,14 +134,20 @@ def swe_table(rows: Sequence[Row]) -> str:
 
 
 def per_trace_table(rows: Sequence[Row]) -> str:
-    """One line per trace and strategy: probes kept, and the state's tokens and dump rows at its last request."""
-    lines = ["| trace | strategy | probes kept | state tok (last) | dump rows (last) |",
-             "| --- | --- | --- | --- | --- |"]
+    """One line per trace and strategy: probes kept; the state's tokens and dump rows at its last request; the
+    most tokens workset's own text took at one of its last SWE_REQUESTS requests; the tokens forwarded over all
+    its turns as a share of forwarding everything."""
+    lines = [f"| trace | strategy | probes kept | state tok (last) | dump rows (last) | workset tok (last {SWE_REQUESTS}, "
+             "max) | tokens vs none |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    reference = next((row for row in rows if row.policy == "none"), None)
+    everything = {item["trace"]: item.get("tokens", 0) for item in reference.per_trace} if reference else {}
     for row in rows:
         for item in row.per_trace:
             kept = fraction((item["probes_kept"], item["probes_checked"]))
+            whole = everything.get(item["trace"], 0)
+            share = f"{item.get('tokens', 0) / whole:.3f}" if whole else "-"
             lines.append(f"| {item['trace']} | {row.policy} | {kept} | {item['state_tokens']:,} "
-                         f"| {item['dump_rows']:,} |")
+                         f"| {item['dump_rows']:,} | {item.get('workset_tokens_last', 0):,} | {share} |")
     return "\n".join(lines)
 
 

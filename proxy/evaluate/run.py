@@ -173,7 +173,8 @@ def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], c
         last = {s.name: TraceLast() for s in strategies}
         kept_before = {s.name: list(tallies[s.name].probes_total()) for s in strategies}
         counted = _TextCounter(message_text(messages[expected.task]) if expected.task is not None else "")
-        swe_turns = set(turns[-SWE_REQUESTS:]) if looks_like_coding(messages) else set()
+        last_turns = set(turns[-SWE_REQUESTS:])
+        swe_turns = last_turns if looks_like_coding(messages) else set()
         for t in turns:
             request = messages[:t]
             checks = expected.at(t)
@@ -204,7 +205,11 @@ def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], c
                     held = tally.parts.setdefault(part, [0, 0, 0])
                     held[0], held[1], held[2] = held[0] + tokens, held[1] + 1, max(held[2], tokens)
                 dump_rows = counted.add(sent, tally)
-                last[strategy.name] = TraceLast(parts.get("state", 0), dump_rows)
+                held = last[strategy.name]
+                own = sum(tokens for message, tokens in zip(sent, sizes)
+                          if message_text(message).startswith(WORKSET_TAG)) if t in last_turns else 0
+                last[strategy.name] = TraceLast(parts.get("state", 0), dump_rows, max(held.workset_tokens, own),
+                                                held.tokens + total)
                 if t in swe_turns:
                     _add_swe(tally, request, sent)
                 previous[strategy.name] = sent
@@ -217,7 +222,9 @@ def evaluate(traces: Sequence[dict[str, Any]], strategies: Sequence[Strategy], c
             kept, checked = (now - before for now, before in zip(tally.probes_total(), kept_before[strategy.name]))
             tally.per_trace.append({"trace": str(trace["id"]), "probes_kept": kept, "probes_checked": checked,
                                     "state_tokens": last[strategy.name].state_tokens,
-                                    "dump_rows": last[strategy.name].dump_rows, "coding": bool(swe_turns)})
+                                    "dump_rows": last[strategy.name].dump_rows, "coding": bool(swe_turns),
+                                    "workset_tokens_last": last[strategy.name].workset_tokens,
+                                    "tokens": last[strategy.name].tokens})
     rows = [_row(strategy, tallies[strategy.name]) for strategy in strategies]
     reference = next((row for row in rows if row.policy == "none"), None)
     for row in rows:
@@ -244,6 +251,8 @@ class TraceLast:
 
     state_tokens: int = 0
     dump_rows: int = 0
+    workset_tokens: int = 0  # the most workset's own text took at one of the trace's last SWE_REQUESTS requests
+    tokens: int = 0  # forwarded over all the trace's turns
 
 
 class _TextCounter:
