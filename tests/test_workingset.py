@@ -324,7 +324,7 @@ def test_the_names_index_holds_the_names_the_dialogue_used_not_every_name_an_out
 def test_the_names_index_gets_what_the_state_and_digest_leave_of_worksets_text() -> None:
     """digest.head_max_tokens bounds workset's text at the head: the state and the digest come first, the names
     index (most useful first) is cut to what they leave, and a name they already show is not listed again."""
-    from proxy.workingset import compacted_message, names_within
+    from proxy.workingset import Epoch, compacted_message, names_within
 
     names = ("parse_ts", "metricsd/ingest/window.py") + tuple(f"helper_{n:03d}" for n in range(300))
     epoch = Epoch(tip=40, tip_hash="h", digest_lines=("- turn 12 assistant: Reading window.py next. [ref:0a1b]",),
