@@ -125,7 +125,7 @@ class DigestRules:
         "arguments) first; then, as room allows, a name only tool outputs showed when at least this many elided "
         "messages showed it (0: none)", min=0)
     head_max_tokens: int = setting(
-        2400, "largest text workset writes at the head of a compacted request (task state, digest and names index "
+        2300, "largest text workset writes at the head of a compacted request (task state, digest and names index "
         "together, with max_share applying to each part); the names index gets only what the state and the digest "
         "leave; 0: no limit beyond each part's own", min=0)
     arguments_chars: int = setting(100, "longest tool-call arguments shown in a digest line", min=10)
