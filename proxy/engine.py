@@ -164,9 +164,8 @@ class Engine:
             state = render_state(branch.state, goal, policy.state, policy.state.quota(budget.room),
                                  self.counter.cached_text, in_view=verbatim(conversation, epoch, policy),
                                  focus=_dialogue(conversation), task=first_user(conversation.messages))
-            epoch = replace(epoch, head_state=state)
-            message = compacted_message(replace(epoch, names=names_within(epoch, policy.digest.head_max_tokens,
-                                                                           self.counter)))
+            message = compacted_message(names_within(replace(epoch, head_state=state), policy.digest.head_max_tokens,
+                                                     self.counter))
             return (message_text(message) if message else ""), branch.session_id
 
     def _build(self, body: dict[str, Any], resolved: Resolved, model: str, policy: Policy) -> Prepared:
@@ -277,9 +276,8 @@ class Engine:
                                               in_view=in_view, focus=focus, task=task)
                     # names the state or the digest shows need no place in the index of elided names, which gets
                     # what the state and the digest leave of workset's text at the head
-                    new_epoch = replace(new_epoch, head_state=head_state, names=names)
-                    new_epoch = replace(new_epoch, names=names_within(new_epoch, policy.digest.head_max_tokens,
-                                                                      self.counter))
+                    new_epoch = names_within(replace(new_epoch, head_state=head_state, names=names),
+                                             policy.digest.head_max_tokens, self.counter)
                     prefix = extend_prefix(BuiltPrefix(key), conversation, new_epoch, policy, self.counter,
                                            self.excerpt)
                     over = prefix.tokens + tools_tokens + tail_tokens - budget.limit

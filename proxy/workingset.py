@@ -768,17 +768,17 @@ def _leading_within(names: Iterable[str], limit: int, counter: TokenCounter) -> 
     return tuple(chosen)
 
 
-def names_within(epoch: Epoch, limit: int, counter: TokenCounter) -> tuple[str, ...]:
-    """The epoch's names index without the names its state or digest shows, cut so that its compacted message
-    stays within `limit` tokens (digest.head_max_tokens; 0: no cut): the state and the digest come first, the
-    names, most useful first, get what they leave."""
+def names_within(epoch: Epoch, limit: int, counter: TokenCounter) -> Epoch:
+    """The epoch with its names index rid of the names its state or digest shows, and cut so that its compacted
+    message stays within `limit` tokens (digest.head_max_tokens; 0: no cut): the state and the digest come first,
+    the names, most useful first, get what they leave."""
     shown = f"{epoch.head_state}\n{digest_text(epoch)}"
     names = tuple(name for name in epoch.names if name not in shown)
-    if limit <= 0 or not names:
-        return names
-    without = compacted_tokens(compacted_sections(replace(epoch, names=())), counter)[0]
-    room = limit - without - counter.cached_text(NAMES_HEADING) - 2
-    return _leading_within(names, room, counter) if room > 0 else ()
+    if limit > 0 and names:
+        without = compacted_tokens(compacted_sections(replace(epoch, names=())), counter)[0]
+        room = limit - without - counter.cached_text(NAMES_HEADING) - 2
+        names = _leading_within(names, room, counter) if room > 0 else ()
+    return replace(epoch, names=names)
 
 
 def digest_quota(policy: Policy, budget: Budget) -> int:

@@ -32,6 +32,14 @@ def folded(messages: list[dict]) -> TaskState:  # type: ignore[type-arg]
     return state
 
 
+def one_call_run(task: str, tool: str, arguments: dict, output: str, said: str) -> list[dict]:  # type: ignore[type-arg]
+    """A task, one tool call and its output, and what the agent said of it (messages 0-4)."""
+    call = {"id": "c1", "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
+    return [{"role": "system", "content": "agent"}, {"role": "user", "content": task},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": output}, {"role": "assistant", "content": said}]
+
+
 def listing(rows: int) -> str:
     lines = ["total 248"] + [
         f"-rw-r--r--  1 dev staff {1000 + n * 37:>6} Jun 16 09:{n % 60:02d} module_{n:02d}.py" for n in range(rows)]
@@ -202,13 +210,8 @@ total wall time: 71.2s
 
 
 def test_the_column_the_dialogue_names_is_a_fact_with_every_candidates_figure_side_by_side() -> None:
-    messages = [
-        {"role": "system", "content": "agent"}, {"role": "user", "content": "Make render faster."},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "make bench"}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": BENCH},
-        {"role": "assistant", "content": "B wins at p95 and allocates less. Decision: going with candidate B."},
-    ]
+    messages = one_call_run("Make render faster.", "bash", {"command": "make bench"}, BENCH,
+                            "B wins at p95 and allocates less. Decision: going with candidate B.")
     state = folded(messages)
     dialogue = "Make render faster.\0" + messages[4]["content"]
     text = render_state(state, "faster", StateRules(), focus=dialogue)
@@ -254,13 +257,8 @@ def test_a_column_is_named_by_a_word_of_the_dialogue_not_inside_one_and_the_newe
     bands = ("lane      low      high     trend\n"
              "SHA-RTM   405.17   549.68   2177.36\n"
              "NGB-HAM   123.72   167.84   1984.02\n")
-    messages = [
-        {"role": "system", "content": "agent"}, {"role": "user", "content": "Budget the Q3 freight."},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "python", "arguments": '{"code": "bands()"}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": bands},
-        {"role": "assistant", "content": "Every lane stays below budget; following the trend as planned."},
-    ]
+    messages = one_call_run("Budget the Q3 freight.", "python", {"code": "bands()"}, bands,
+                            "Every lane stays below budget; following the trend as planned.")
     state = folded(messages)
     text = render_state(state, "budget", StateRules(), focus="Budget the Q3 freight.\0" + messages[4]["content"])
     assert "405.17" not in text and "2177.36" in text  # "trend" is named; "below" names no "low" column

@@ -329,9 +329,9 @@ def test_the_names_index_gets_what_the_state_and_digest_leave_of_worksets_text()
     names = ("parse_ts", "metricsd/ingest/window.py") + tuple(f"helper_{n:03d}" for n in range(300))
     epoch = Epoch(tip=40, tip_hash="h", digest_lines=("- turn 12 assistant: Reading window.py next. [ref:0a1b]",),
                   names=names, head_state="## Task state\nDecisions:\n- convert at parse_ts [ref:1b2c]")
-    kept = names_within(epoch, 400, COUNTER)
+    kept = names_within(epoch, 400, COUNTER).names
     assert "parse_ts" not in kept and kept[0] == "metricsd/ingest/window.py"  # shown by the state, not twice
     assert kept == names[1:len(kept) + 1] and len(kept) < len(names) - 1  # the first ones, in order
-    message = compacted_message(replace(epoch, names=kept))
+    message = compacted_message(names_within(epoch, 400, COUNTER))
     assert message is not None and COUNTER.text(message_text(message)) <= 400
-    assert len(names_within(epoch, 0, COUNTER)) == len(names) - 1  # no cap: only what is shown elsewhere goes
+    assert len(names_within(epoch, 0, COUNTER).names) == len(names) - 1  # no cap: only what is shown elsewhere goes

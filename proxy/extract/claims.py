@@ -83,10 +83,11 @@ def rules(text: str, evidence: Evidence, failed: bool = False) -> list[tuple[str
         if not _RULE.search(unit):
             continue
         for sentence in (part.lstrip("#>*-• ").strip() for part in sentences(unit, 16)):
-            if not _RULE.search(sentence) or _NOT_A_RULE.search(sentence) or sentence.rstrip().endswith(("?", "？")):
+            rule = _RULE.search(sentence)
+            if rule is None or _NOT_A_RULE.search(sentence) or sentence.rstrip().endswith(("?", "？")):
                 continue
             if _has_cjk(sentence):
-                sentence = _clause(sentence)
+                sentence = _clause(sentence, rule.start())
             elif len(sentence.split()) < MIN_RULE_WORDS:
                 continue
             key = normalize(sentence)[:MAX_SUBJECT_CHARS * 2]
@@ -222,16 +223,14 @@ def _json_line(line: str) -> str:
     return f"{key.strip(chr(34))}: {value}"
 
 
-def _clause(sentence: str) -> str:
-    """A Chinese sentence from the space-separated field that states the rule, when labelled fields come before it
-    (`开户行：… 账号：… 本报价单…不得…`): Chinese puts no spaces between words, so a space sets a field apart."""
-    match = _RULE.search(sentence)
-    if match is None:
-        return sentence
-    start = sentence.rfind(" ", 0, match.start()) + 1
+def _clause(sentence: str, rule_at: int) -> str:
+    """A Chinese sentence from the space-separated field that states the rule (its word at `rule_at`), when
+    labelled fields come before it (`开户行：… 账号：… 本报价单…不得…`): Chinese puts no spaces between words, so a
+    space sets a field apart."""
+    start = sentence.rfind(" ", 0, rule_at) + 1
     fields = sentence[:start].split()
     labelled = bool(fields) and all("：" in field or ":" in field for field in fields)
-    return sentence[start:] if labelled and _has_cjk(sentence[start:match.start()]) else sentence
+    return sentence[start:] if labelled and _has_cjk(sentence[start:rule_at]) else sentence
 
 
 def _has_cjk(text: str) -> bool:
