@@ -15,7 +15,7 @@ from .extract.actions import verification
 from .extract.approvals import approval_subject
 from .extract.text import flat, normalize
 from .extractors import Extractor
-from .ingest import context_for
+from .ingest import context_for, newest_changes
 from .messages import is_tool_result, message_text, tool_calls
 from .recall import RECALL_DEFINITION, offer_tool
 from .policy import Policy
@@ -402,12 +402,13 @@ class Engine:
         if changes or (rules.position != "head" and (after_compaction or rules.before_compaction)):
             if not changes:
                 self.sessions.settle(branch)
-            # the changes are read from the state as of the last settled request (one turn late at most): settling
-            # this request's messages waits until the provider has it
-            key = (branch.state.version, policy.name, budget.room, goal[:64], frozen.key if frozen else "")
+            # the changes are read from the state as of the last settled request (settling this request's messages
+            # waits until the provider has it), and the files the newest tool results changed from their calls
+            newest = tuple(newest_changes(branch.messages, branch.settled, branch.observed)) if changes else ()
+            key = (branch.state.version, policy.name, budget.room, goal[:64], frozen.key if frozen else "", newest)
             cached = branch.tail_cache
             if cached is None or cached[0] != key:
-                text = self._changes(branch, goal, policy, frozen) if changes and frozen is not None else \
+                text = self._changes(branch, goal, policy, frozen, newest) if changes and frozen is not None else \
                     render_state(branch.state, goal, rules, rules.quota(budget.room), self.counter.cached_text,
                                  brief=rules.position == "both")  # at the tail the task's constraints are repeated:
                 # the seeds put constraints at the head and the tail of what a model reads
@@ -422,7 +423,7 @@ class Engine:
         message = state_message("\n\n".join(part for part in (state_text, RETRIEVED + "\n" + retrieved) if part))
         return message, self.counter.message(message)
 
-    def _changes(self, branch: Branch, goal: str, policy: Policy, frozen: Epoch) -> str:
+    def _changes(self, branch: Branch, goal: str, policy: Policy, frozen: Epoch, newest: tuple[str, ...]) -> str:
         """What the state holds now that the state frozen into the cached prefix at the last compaction does not
         (closed items, checks' verdicts, approvals, files changed), within state.changes_max_tokens: the model never
         reads a stale state, and the prefix stays byte-identical."""
@@ -433,7 +434,7 @@ class Engine:
                                 if m.get("role") in ("user", "assistant"))
         now = render_state(branch.state, goal, policy.state, brief=True, task=first_user(branch.messages),
                            focus="\0" + said_since)
-        text = state_changes(frozen.head_state, now)
+        text = state_changes(frozen.head_state, now, newest)
         cut, dropped = self.counter.head(text, policy.state.changes_max_tokens)
         return cut.rsplit("\n", 1)[0] + "\n- … (more changes: recall by ref or query)" if dropped else cut
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .extract import EXTRACT_CHARS, Stages, extract
+from .extract import EXTRACT_CHARS, Stages, changed_paths, extract
 from .extract.actions import tool_output_gist
 from .extract.names import message_names
 from .messages import is_tool_result, message_text, tool_calls
@@ -97,6 +97,21 @@ def extract_message(message: Message, context: MessageContext, observed: bool = 
         outcome, gist = (action.outcome, action.gist) if action else tool_output_gist(text, GIST_CHARS, context.call)
     found = stages.run("names", lambda: message_names(message, text, max_chars), ())
     return Extracted(extraction, tool, gist, outcome, _evidence_text(message, text), found, tuple(stages.skipped))
+
+
+def newest_changes(messages: Sequence[Message], start: int, observed: Sequence[bool]) -> list[str]:
+    """The files the newest tool results (those after the last assistant message, from index `start` on: not
+    settled yet) changed, in order: what the live tail names before settling has read them into the state."""
+    found: list[str] = []
+    index = len(messages) - 1
+    while index >= start:
+        seen = index < len(observed) and observed[index]
+        if not (seen or is_tool_result(messages[index])):
+            break
+        context = context_for(messages, index, "", None, seen)
+        found[:0] = [path for path in changed_paths(_as_read(messages[index], seen), context) if path not in found]
+        index -= 1
+    return found
 
 
 def _tool_name(message: Message, context: MessageContext) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from collections.abc import Set as AbstractSet
-from typing import Callable
+from typing import Callable, Sequence
 
 from .extract.approvals import is_settled
 from .extract.changes import changed_files
@@ -264,16 +264,18 @@ CHANGES_TITLE = "## Task state since the compaction above (kept by workset)"
 NO_LONGER_OPEN = "No longer open (done or dropped):"
 
 
-def state_changes(frozen: str, now: str) -> str:
+def state_changes(frozen: str, now: str, newest: Sequence[str] = ()) -> str:
     """What the state `now` says that the state `frozen` (rendered at the last compaction) does not, in few words
     (it is sent after the newest message, uncached, with every request until the next compaction): the pending
     items `frozen` listed that are no longer open, the checks and approvals whose line changed (`pytest x:
-    passed`), and the paths of the files changed since; "" when nothing changed."""
+    passed`), and the paths of the files changed since, with the `newest` files the latest tool results changed
+    that neither state names yet; "" when nothing changed."""
     before = set(frozen.split("\n"))
     still_open = {line for line in now.split("\n") if line.startswith("- [ ] ")}
     closed = [line[6:] for line in frozen.split("\n") if line.startswith("- [ ] ") and line not in still_open]
     out: list[str] = [f"{NO_LONGER_OPEN} " + "; ".join(closed)] if closed else []
     files: list[str] = []
+    named_before = _changed_names(frozen)
     title = ""
     for line in now.split("\n")[1:]:  # the heading is the same
         if not line.startswith(("- ", "  ")):
@@ -283,8 +285,7 @@ def state_changes(frozen: str, now: str) -> str:
             continue
         if title == FILES_CHANGED:
             if line.startswith(SCRATCH):
-                known = {name for old in before if old.startswith(SCRATCH) for name in old[len(SCRATCH):].split(", ")}
-                files.extend(name for name in line[len(SCRATCH):].split(", ") if name not in known)
+                files.extend(name for name in line[len(SCRATCH):].split(", ") if name not in named_before)
             else:
                 files.append(line[2:].split(": ", 1)[0])
             continue
@@ -292,9 +293,25 @@ def state_changes(frozen: str, now: str) -> str:
             out.append(title)
         head, failed, rest = line.partition(": failed: ")  # the verdict and refs; the error line is in view
         out.append(f"{head}: failed{rest[rest.find(' [ref:'):] if ' [ref:' in rest else ''}" if failed else line)
+    named = named_before | _changed_names(now)
+    files += [path for path in newest if path not in files and path not in named]
     if files:
         out.append("Files changed since: " + ", ".join(files))
     return "\n".join([CHANGES_TITLE, *out]) if out else ""
+
+
+def _changed_names(text: str) -> set[str]:
+    """The files a rendered state's "Files changed" section names."""
+    names: set[str] = set()
+    inside = False
+    for line in text.split("\n"):
+        if not line.startswith("- "):
+            inside = line == FILES_CHANGED
+        elif inside and line.startswith(SCRATCH):
+            names.update(line[len(SCRATCH):].split(", "))
+        elif inside:
+            names.add(line[2:].split(": ", 1)[0])
+    return names
 
 
 MIN_CUT_TOKENS = 24  # room below this is not worth a partial card

@@ -297,3 +297,32 @@ def test_checks_that_only_ever_passed_fold_into_a_count_beyond_the_newest_few() 
                      "- python repro.py: ValueError: ERR_TZ_0042 [ref:r4] — passed since [ref:r21]"]
     brief = render_state(state, "fix it", rules, brief=True)
     assert "earlier checks passed" not in brief and "test_18.py: passed" in brief and "test_12.py" not in brief
+
+
+def test_the_tail_names_the_files_the_newest_tool_results_changed_before_they_are_settled() -> None:
+    """The live tail reads the state as of the last settled request; the newest call's edits are read from the
+    call itself, so the tail names the file the agent just changed (and none a state already names)."""
+    from proxy.ingest import newest_changes
+    from proxy.records import CHANGED
+    from proxy.state import state_changes
+
+    def call(n: int, command: str) -> list[dict]:  # type: ignore[type-arg]
+        arguments = json.dumps({"command": command})
+        return [{"role": "assistant", "content": "", "tool_calls": [
+                    {"id": f"c{n}", "type": "function", "function": {"name": "bash", "arguments": arguments}}]},
+                {"role": "tool", "tool_call_id": f"c{n}", "content": "<returncode>0</returncode>\n<output>\n</output>"}]
+
+    messages = [{"role": "system", "content": "agent"}, {"role": "user", "content": "fix it"},
+                *call(1, "cd /testbed && sed -i 's/a/b/' src/tz/offsets.py"),
+                *call(2, "cd /testbed && cat > final_check.py <<'EOF'\nprint(1)\nEOF"),
+                *call(3, "cd /testbed && sed -i 's/x/y/' src/tz/missing.py")]
+    messages[-1]["content"] = "<returncode>2</returncode>\n<output>\nsed: can't read src/tz/missing.py\n</output>"
+    assert newest_changes(messages, 0, []) == []  # the newest result is a failed edit
+    assert newest_changes(messages[:6], 0, []) == ["final_check.py"]  # only the results after the last call
+    assert newest_changes(messages[:6], 6, []) == []  # settled already: the state has it
+    state = TaskState()
+    state.apply_fact(Fact(CHANGED, "src/tz/offsets.py", "edited (sed -i)", 3, "r3", "tool"))
+    frozen = render_state(TaskState(), "fix", RULES)
+    now = render_state(state, "fix", RULES, brief=True)
+    tail = state_changes(frozen, now, ["final_check.py", "src/tz/offsets.py"])
+    assert tail.splitlines()[-1] == "Files changed since: src/tz/offsets.py, final_check.py"

@@ -46,7 +46,7 @@ from ..records import (
     MessageContext,
     ToolCall,
 )
-from .actions import command_text, tool_action, tool_output_gist, verification
+from .actions import command_text, return_code, tool_action, tool_output_gist, verification
 from .approvals import REQUESTED, approval_answer, approval_subject, stated_approvals, tool_approvals
 from .changes import file_changes
 from .checks import check_facts
@@ -108,6 +108,18 @@ def extract(message: Message, context: MessageContext, max_chars: int = EXTRACT_
         return Extraction()
     source = "tool" if role in ("tool", "function") else str(role)
     return Extraction(facts=_facts(triples, context, source), actions=actions)
+
+
+def changed_paths(message: Message, context: MessageContext, max_chars: int = EXTRACT_CHARS) -> list[str]:
+    """The files a tool result's call changed (as extract records them, CHANGED), read from the call and the
+    output's window alone: the few lookups the live tail needs for the newest results before they are settled."""
+    if context.call is None or message.get("role") not in ("tool", "function"):
+        return []
+    text = window(message_text(message), max_chars)
+    lines = text.splitlines()
+    code = return_code(text, lines[:8], lines[-8:])
+    call = _bounded([context.call], max_chars // 2)[0]
+    return [key for kind, key, _ in file_changes(call, text, "error" if code else "") if kind == CHANGED]
 
 
 def _bounded(calls: list[ToolCall], max_chars: int) -> list[ToolCall]:
