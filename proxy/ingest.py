@@ -99,12 +99,16 @@ def extract_message(message: Message, context: MessageContext, observed: bool = 
     return Extracted(extraction, tool, gist, outcome, _evidence_text(message, text), found, tuple(stages.skipped))
 
 
+MAX_NEWEST_RESULTS = 16  # results of one call read on the request path; the rest are read when settled
+
+
 def newest_changes(messages: Sequence[Message], start: int, observed: Sequence[bool]) -> list[str]:
     """The files the newest tool results (those after the last assistant message, from index `start` on: not
-    settled yet) changed, in order: what the live tail names before settling has read them into the state."""
+    settled yet) changed, in order: what the live tail names before settling has read them into the state. At most
+    the newest MAX_NEWEST_RESULTS are read."""
     found: list[str] = []
     index = len(messages) - 1
-    while index >= start:
+    while index >= max(start, len(messages) - MAX_NEWEST_RESULTS):  # each looks back to the call: a few only
         seen = index < len(observed) and observed[index]
         if not (seen or is_tool_result(messages[index])):
             break
