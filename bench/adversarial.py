@@ -32,7 +32,7 @@ from proxy.config import IngestSettings  # noqa: E402
 from proxy.extract import extract, tool_output_gist  # noqa: E402
 from proxy.extract.actions import runner_command  # noqa: E402
 from proxy.extract.names import message_names, names  # noqa: E402
-from proxy.ingest import extract_at  # noqa: E402
+from proxy.ingest import CallLookup, context_for, extract_at  # noqa: E402
 from proxy.observations import action_command, prose_of  # noqa: E402
 from proxy.passages import layout, matching, query_words  # noqa: E402
 from proxy.records import Action, Message, MessageContext, ToolCall  # noqa: E402
@@ -254,6 +254,23 @@ def _extract_at_conversation(messages: list[Message]) -> object:
     ]
 
 
+def _parallel_calls(text: str) -> list[Message]:
+    """One assistant message with a call per 200 characters of the text, and a result for each."""
+    count = max(1, len(text) // 200)
+    calls = [{"id": f"c{n}", "type": "function",
+              "function": {"name": "bash", "arguments": json.dumps({"command": text[n * 200:(n + 1) * 200]})}}
+             for n in range(count)]
+    return [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "go"},
+            {"role": "assistant", "content": "", "tool_calls": calls},
+            *({"role": "tool", "tool_call_id": f"c{n}", "content": "ok"} for n in range(count))]
+
+
+def _contexts(messages: list[Message]) -> object:
+    """What ingest and settling read for every result: each one's call (one lookup for all, as they run)."""
+    lookup = CallLookup(messages)
+    return [context_for(messages, index, "", 1, lookup=lookup) for index in range(3, len(messages))]
+
+
 def _gist(text: str) -> object:
     return tool_output_gist(text, 600)
 
@@ -304,6 +321,7 @@ def entry_points(counter: TokenCounter) -> dict[str, EntryPoint]:
         "extract assistant+calls": EntryPoint(_extract, _assistant_calls),
         "extract tool": EntryPoint(_extract, _tool_message),
         "ingest.extract_at": EntryPoint(_extract_at_conversation, _conversation),
+        "contexts of parallel calls": EntryPoint(_contexts, _parallel_calls),
         "tool_output_gist": EntryPoint(_gist),
         "names": EntryPoint(names),
         "message_names": EntryPoint(_message_names, lambda text: _assistant_calls(text)[0]),

@@ -26,41 +26,77 @@ class Extracted:
     skipped: tuple[str, ...] = ()  # extraction stages left out because the message's time cap had passed
 
 
+class CallLookup:
+    """The assistant message a run of tool results answers, and its calls by id, found once for a whole loop over
+    the messages: looked up result by result, k results of one call with k tool calls would cost k² steps (a
+    hostile request of thousands of calls would stall the process)."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self.messages = messages
+        self._anchors: dict[int, int | None] = {}  # index -> its nearest assistant, tool results only between
+        self._calls: dict[int, tuple[list[ToolCall], dict[str, ToolCall], str]] = {}
+
+    def assistant(self, index: int) -> int | None:
+        """The index of the nearest assistant message before `index` with only tool results between, or None."""
+        path: list[int] = []
+        found: int | None = None
+        back = index - 1
+        while back >= 0:
+            if back + 1 in self._anchors:
+                found = self._anchors[back + 1]
+                break
+            path.append(back + 1)
+            if self.messages[back].get("role") == "assistant":
+                found = back
+                break
+            if not is_tool_result(self.messages[back]):
+                break
+            back -= 1
+        for at in path:
+            self._anchors[at] = found
+        return found
+
+    def calls(self, assistant: int) -> tuple[list[ToolCall], dict[str, ToolCall], str]:
+        """The assistant message's calls, in order and by id (the first of an id), and its text."""
+        held = self._calls.get(assistant)
+        if held is None:
+            calls = tool_calls(self.messages[assistant])
+            by_id: dict[str, ToolCall] = {}
+            for call in calls:
+                by_id.setdefault(call.id, call)
+            held = self._calls[assistant] = (calls, by_id, message_text(self.messages[assistant]))
+        return held
+
+
 def context_for(messages: Sequence[Message], index: int, ref: str, first_user: int | None,
-                observed: bool = False) -> MessageContext:
+                observed: bool = False, lookup: CallLookup | None = None) -> MessageContext:
     """What an extractor may know of the messages before `index`: the call a tool result answers (for an
     observation sent in the user role, the command block before it), and the nearest assistant text (for answers
-    to approval questions). Looks back only to the nearest assistant."""
+    to approval questions). Looks back only to the nearest assistant; a loop over many messages passes one
+    `lookup` for all of them."""
     message = messages[index]
-    assistant: Message | None = None
-    for back in range(index - 1, -1, -1):
-        if messages[back].get("role") == "assistant":
-            assistant = messages[back]
-            break
-        if not is_tool_result(messages[back]):
-            break
+    lookup = lookup or CallLookup(messages)
+    at = lookup.assistant(index)
     call: ToolCall | None = None
-    if assistant is not None and observed:
-        call = action_call(assistant)
-    elif assistant is not None and is_tool_result(message):
+    if at is None:
+        return MessageContext(index=index, ref=ref, call=None, previous_assistant_text="",
+                              is_first_user=index == first_user)
+    calls, by_id, text = lookup.calls(at)
+    if observed:
+        call = action_call(messages[at])
+    elif is_tool_result(message):
         call_id = message.get("tool_call_id")
-        calls = tool_calls(assistant)
-        call = next((c for c in calls if c.id == call_id), None)
+        call = by_id.get(call_id) if isinstance(call_id, str) else None
         if call is None and message.get("role") == "function" and calls:
             call = calls[-1]
-    return MessageContext(
-        index=index,
-        ref=ref,
-        call=call,
-        previous_assistant_text=message_text(assistant) if assistant is not None else "",
-        is_first_user=index == first_user,
-    )
+    return MessageContext(index=index, ref=ref, call=call, previous_assistant_text=text,
+                          is_first_user=index == first_user)
 
 
 def tool_outcome(messages: Sequence[Message], index: int, first_user: int | None,
-                 observed: bool = False) -> tuple[str, str, str]:
+                 observed: bool = False, lookup: CallLookup | None = None) -> tuple[str, str, str]:
     """(tool, gist, outcome) of a tool result or observation: cheap, needed before the full extraction is."""
-    context = context_for(messages, index, "", first_user, observed)
+    context = context_for(messages, index, "", first_user, observed, lookup)
     tool = _tool_name(messages[index], context)
     outcome, gist = tool_output_gist(message_text(messages[index]), GIST_CHARS, context.call)
     return tool, gist, outcome
@@ -107,12 +143,13 @@ def newest_changes(messages: Sequence[Message], start: int, observed: Sequence[b
     settled yet) changed, in order: what the live tail names before settling has read them into the state. At most
     the newest MAX_NEWEST_RESULTS are read."""
     found: list[str] = []
+    lookup = CallLookup(messages)
     index = len(messages) - 1
-    while index >= max(start, len(messages) - MAX_NEWEST_RESULTS):  # each looks back to the call: a few only
+    while index >= max(start, len(messages) - MAX_NEWEST_RESULTS):  # read on the request path: a few only
         seen = index < len(observed) and observed[index]
         if not (seen or is_tool_result(messages[index])):
             break
-        context = context_for(messages, index, "", None, seen)
+        context = context_for(messages, index, "", None, seen, lookup)
         found[:0] = [path for path in changed_paths(_as_read(messages[index], seen), context) if path not in found]
         index -= 1
     return found

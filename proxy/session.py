@@ -19,7 +19,7 @@ from .config import IngestSettings
 from .logs import get_logger
 from .hashing import chain, ref_of, root_hash, session_id_for
 from .extractors import Extractor, InlineExtractor, Job
-from .ingest import context_for, tool_outcome
+from .ingest import CallLookup, context_for, tool_outcome
 from .messages import PINNED_ROLES, is_tool_result
 from .observations import NO_OBSERVATIONS, ObservationMatcher
 from .records import Action, ClientSession, Fact, Message
@@ -494,6 +494,7 @@ class Sessions:
         so that nothing reads these messages' sizes before they are known."""
         messages = branch.messages
         task = first_user(messages)
+        lookup = CallLookup(messages)
         for index in range(start, len(messages)):
             message = messages[index]
             tokens = self.counter.message(message)
@@ -502,7 +503,7 @@ class Sessions:
             # A tool result's outcome is known at once (failures trigger retrieval); the rest waits for settle().
             if branch.observed[index] or is_tool_result(message):
                 branch.tool_names[index], branch.gists[index], branch.outcomes[index] = \
-                    tool_outcome(messages, index, task, branch.observed[index])
+                    tool_outcome(messages, index, task, branch.observed[index], lookup)
 
     def _diverges(self, branch: Branch, known: int, first_new: str) -> bool:
         """Whether the message after the branch's first `known` ones already went on differently in another
@@ -523,8 +524,9 @@ class Sessions:
         facts: list[tuple[str, Fact, str | None]] = []
         actions: list[tuple[str, Action]] = []
         indices = range(branch.settled, len(messages))
+        lookup = CallLookup(messages)
         items = self.extractor([Job(messages[index], context_for(messages, index, branch.refs[index], task,
-                                                                 branch.observed[index]),
+                                                                 branch.observed[index], lookup),
                                     branch.observed[index], self.ingest.extract_chars, self.ingest.extract_ms,
                                     branch.tokens[index])
                                 for index in indices])
