@@ -57,7 +57,8 @@ _CANDIDATE_CHAR = re.compile(r"[/._A-Z0-9]")  # every name holds one
 
 # For the index: an id with a letter prefix and a hyphen (PO-2231, INC-20931-B), which NAME cuts to its number.
 _PREFIXED_ID = re.compile(r"(?<![\w-])[A-Z][A-Z0-9]{1,9}-\d{2,}(?:-[A-Z0-9]+)*(?![\w-])")
-_DATE_LIKE = re.compile(r"\d{4}-?\d\d-?\d\d(?:[T_ ]?\d\d:?\d\d(?::?\d\d)?(?:\.\d+)?Z?)?")
+_DATE_LIKE = re.compile(r"\d{4}-?\d\d-?\d\d(?:[T_ ]?\d\d:?\d\d(?::?\d\d)?(?:\.\d+)?Z?)?"
+                        r"|\d+Z")  # or a UTC time's fraction of a second (the 019Z of 10:05:00.019Z)
 _HEX = frozenset("0123456789abcdefABCDEF")
 MIN_HASH_CHARS = 7  # a shorter all-hex token that mixes digits and letters is a fragment, not an id
 
@@ -122,7 +123,7 @@ def _worth_indexing(name: str) -> bool:
     if not any(char.isalpha() for char in name):
         return False  # a bare number, or numbers joined by separators (05/20/2024, 2024_05)
     if _DATE_LIKE.fullmatch(name):
-        return False  # 20240514T104424Z
+        return False  # 20240514T104424Z, 019Z
     if len(name) < MIN_HASH_CHARS and all(char in _HEX for char in name):
         return not _interleaved(name)
     return True
