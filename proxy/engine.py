@@ -37,6 +37,7 @@ from .workingset import (
     digest_quota,
     extend_prefix,
     first_user,
+    head_room,
     names_within,
     part_tokens,
     plan_compaction,
@@ -164,7 +165,7 @@ class Engine:
             state = render_state(branch.state, goal, policy.state, policy.state.quota(budget.room),
                                  self.counter.cached_text, in_view=verbatim(conversation, epoch, policy),
                                  focus=_dialogue(conversation), task=first_user(conversation.messages))
-            message = compacted_message(names_within(replace(epoch, head_state=state), policy.digest.head_max_tokens,
+            message = compacted_message(names_within(replace(epoch, head_state=state), policy.digest.own_max_tokens,
                                                      self.counter))
             return (message_text(message) if message else ""), branch.session_id
 
@@ -271,13 +272,14 @@ class Engine:
                 # on the lean pass (no digest, no names index), what the budget leaves: facts give way last.
                 in_view = verbatim(conversation, new_epoch, policy)
                 limit, names = state_limit, new_epoch.names
+                head_limit = head_room(policy.digest.own_max_tokens, prefix, self.counter)
                 for _ in range(3 if lean else 1):
                     head_state = render_state(branch.state, goal, policy.state, limit, self.counter.cached_text,
                                               in_view=in_view, focus=focus, task=task)
                     # names the state or the digest shows need no place in the index of elided names, which gets
                     # what the state and the digest leave of workset's text at the head
-                    new_epoch = names_within(replace(new_epoch, head_state=head_state, names=names),
-                                             policy.digest.head_max_tokens, self.counter)
+                    new_epoch = names_within(replace(new_epoch, head_state=head_state, names=names), head_limit,
+                                             self.counter)
                     prefix = extend_prefix(BuiltPrefix(key), conversation, new_epoch, policy, self.counter,
                                            self.excerpt)
                     over = prefix.tokens + tools_tokens + tail_tokens - budget.limit

@@ -124,10 +124,11 @@ class DigestRules:
         2, "the index holds the names the dialogue used (the user's words, the assistant's text and tool-call "
         "arguments) first; then, as room allows, a name only tool outputs showed when at least this many elided "
         "messages showed it (0: none)", min=0)
-    head_max_tokens: int = setting(
-        2300, "largest text workset writes at the head of a compacted request (task state, digest and names index "
-        "together, with max_share applying to each part); the names index gets only what the state and the digest "
-        "leave; 0: no limit beyond each part's own", min=0)
+    own_max_tokens: int = setting(
+        2300, "largest text workset writes into a compacted request's prefix: the compacted message (task state, "
+        "digest and names index, with max_share applying to each part) and the placeholders of the outputs in "
+        "the turns it keeps; the names index gets only what the rest leaves; 0: no limit beyond each "
+        "part's own", min=0)
     arguments_chars: int = setting(100, "longest tool-call arguments shown in a digest line", min=10)
     text_chars: int = setting(200, "longest user or assistant text shown in a digest line, when it is cut", min=10)
     prose_tokens: int = setting(

@@ -768,10 +768,21 @@ def _leading_within(names: Iterable[str], limit: int, counter: TokenCounter) -> 
     return tuple(chosen)
 
 
+def head_room(own_max_tokens: int, prefix: BuiltPrefix, counter: TokenCounter) -> int:
+    """What digest.own_max_tokens leaves the compacted message once the placeholders the prefix shows for outputs
+    of its kept turns are counted (an excerpt is mostly the output's own text, so it does not count). 0: no limit;
+    at least 1 when there is one (a head of the state and the digest alone)."""
+    if own_max_tokens <= 0:
+        return 0
+    written = sum(counter.message(message, generated=True) for key, message in prefix.made
+                  if key.startswith(MASKED + ":"))
+    return max(1, own_max_tokens - written)
+
+
 def names_within(epoch: Epoch, limit: int, counter: TokenCounter) -> Epoch:
     """The epoch with its names index rid of the names its state or digest shows, and cut so that its compacted
-    message stays within `limit` tokens (digest.head_max_tokens; 0: no cut): the state and the digest come first,
-    the names, most useful first, get what they leave."""
+    message stays within `limit` tokens (head_room; 0: no cut): the state and the digest come first, the names,
+    most useful first, get what they leave."""
     shown = f"{epoch.head_state}\n{digest_text(epoch)}"
     names = tuple(name for name in epoch.names if name not in shown)
     if limit > 0 and names:

@@ -308,7 +308,7 @@ def test_per_trace_flag_prints_each_trace_and_json_holds_the_new_figures(tmp_pat
     assert [item["trace"] for item in default["per_trace"]] == ["scenario-procurement-20-quotes",
                                                                  "scenario-coding-pytz-textbased"]
     assert all(item["state_tokens"] > 0 for item in default["per_trace"])
-    # workset's own text at the last requests is bounded (digest.head_max_tokens and the live tail), and what was
+    # workset's own text at the last requests is bounded (digest.own_max_tokens and the live tail), and what was
     # forwarded is a share of what forwarding everything sends
     assert all(0 < item["workset_tokens_last"] <= 2_700 for item in default["per_trace"])
     everything = {item["trace"]: item["tokens"] for item in rows["none"]["per_trace"]}

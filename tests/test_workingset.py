@@ -321,8 +321,25 @@ def test_the_names_index_holds_the_names_the_dialogue_used_not_every_name_an_out
     assert "load_rules" not in epoch.names
 
 
+def test_the_placeholders_of_kept_turns_count_against_worksets_text() -> None:
+    """digest.own_max_tokens bounds what workset writes into the prefix: the placeholders of outputs masked in the
+    kept turns take their share first, the compacted message gets the rest (at least a token: never "no limit"),
+    and excerpts (mostly the output's own text) do not count."""
+    from proxy.workingset import COMPACTED, EXCERPTED, MASKED, BuiltPrefix, head_room, made_key
+
+    placeholder = {"role": "tool", "tool_call_id": "c1",
+                   "content": "[workset] bash output elided: a listing of 58 entries of src/app [ref:0a1b2c3d4e5f]"}
+    excerpt = {"role": "tool", "tool_call_id": "c2", "content": "x " * 400}
+    prefix = BuiltPrefix("k", made=[(made_key(MASKED, "n1"), placeholder), (made_key(EXCERPTED, "n2"), excerpt),
+                                    (made_key(COMPACTED, "e"), {"role": "user", "content": "[workset] head"})])
+    written = COUNTER.message(placeholder, generated=True)
+    assert head_room(2300, prefix, COUNTER) == 2300 - written
+    assert head_room(written, prefix, COUNTER) == 1
+    assert head_room(0, prefix, COUNTER) == 0
+
+
 def test_the_names_index_gets_what_the_state_and_digest_leave_of_worksets_text() -> None:
-    """digest.head_max_tokens bounds workset's text at the head: the state and the digest come first, the names
+    """digest.own_max_tokens bounds workset's text at the head (head_room): the state and the digest come first, the names
     index (most useful first) is cut to what they leave, and a name they already show is not listed again."""
     from proxy.workingset import Epoch, compacted_message, names_within
 
