@@ -267,20 +267,20 @@ NO_LONGER_OPEN = "No longer open (done or dropped):"
 def state_changes(frozen: str, now: str, newest: Sequence[str] = ()) -> str:
     """What the state `now` says that the state `frozen` (rendered at the last compaction) does not, in few words
     (it is sent after the newest message, uncached, with every request until the next compaction): the pending
-    items `frozen` listed that are no longer open, the checks and approvals whose line changed (`pytest x:
-    passed`), and the paths of the files changed since, with the `newest` files the latest tool results changed
-    that neither state names yet; "" when nothing changed."""
-    before = set(frozen.split("\n"))
+    items `frozen` listed that are no longer open, the paths of the files changed since (with the `newest` files
+    the latest tool results changed that neither state names yet), and the approvals and checks whose line
+    changed (`pytest x: passed`; a check whose verdict is the one `frozen` gave, only written differently, is no
+    change); "" when nothing changed. Files come before checks: the tail is cut at state.changes_max_tokens."""
+    frozen_lines = _titled_lines(frozen)
+    before = {line for _, line in frozen_lines}
+    verdicts = {_verdict(line) for title, line in frozen_lines if title == VERIFIED}
     still_open = {line for line in now.split("\n") if line.startswith("- [ ] ")}
-    closed = [line[6:] for line in frozen.split("\n") if line.startswith("- [ ] ") and line not in still_open]
+    closed = [line[6:] for _, line in frozen_lines if line.startswith("- [ ] ") and line not in still_open]
     out: list[str] = [f"{NO_LONGER_OPEN} " + "; ".join(closed)] if closed else []
     files: list[str] = []
+    changed: list[str] = []
     named_before = _changed_names(frozen)
-    title = ""
-    for line in now.split("\n")[1:]:  # the heading is the same
-        if not line.startswith(("- ", "  ")):
-            title = line
-            continue
+    for title, line in _titled_lines(now):
         if title not in CHANGE_SECTIONS or line in before:
             continue
         if title == FILES_CHANGED:
@@ -289,27 +289,46 @@ def state_changes(frozen: str, now: str, newest: Sequence[str] = ()) -> str:
             else:
                 files.append(line[2:].split(": ", 1)[0])
             continue
-        if title not in out:
-            out.append(title)
+        if title == VERIFIED and _verdict(line) in verdicts:
+            continue
+        if title not in changed:
+            changed.append(title)
         head, failed, rest = line.partition(": failed: ")  # the verdict and refs; the error line is in view
-        out.append(f"{head}: failed{rest[rest.find(' [ref:'):] if ' [ref:' in rest else ''}" if failed else line)
+        changed.append(f"{head}: failed{rest[rest.find(' [ref:'):] if ' [ref:' in rest else ''}" if failed else line)
     named = named_before | _changed_names(now)
     files += [path for path in newest if path not in files and path not in named]
     if files:
         out.append("Files changed since: " + ", ".join(files))
+    out += changed
     return "\n".join([CHANGES_TITLE, *out]) if out else ""
+
+
+def _titled_lines(text: str) -> list[tuple[str, str]]:
+    """(section title, line) of each item line of a rendered state ("- " or "  " lines), its heading aside."""
+    lines: list[tuple[str, str]] = []
+    title = ""
+    for line in text.split("\n")[1:]:
+        if line.startswith(("- ", "  ")):
+            lines.append((title, line))
+        else:
+            title = line
+    return lines
+
+
+def _verdict(line: str) -> tuple[str, bool]:
+    """A check line's command and whether it stands passed (a plain pass, or a failure that passed since), however
+    much of its error line the render shows."""
+    command = line[2:].split(": ", 1)[0]
+    return command, " — passed since [ref:" in line or line.split(" [ref:", 1)[0].endswith(": passed")
 
 
 def _changed_names(text: str) -> set[str]:
     """The files a rendered state's "Files changed" section names."""
     names: set[str] = set()
-    inside = False
-    for line in text.split("\n"):
-        if not line.startswith("- "):
-            inside = line == FILES_CHANGED
-        elif inside and line.startswith(SCRATCH):
+    for title, line in _titled_lines(text):
+        if title == FILES_CHANGED and line.startswith(SCRATCH):
             names.update(line[len(SCRATCH):].split(", "))
-        elif inside:
+        elif title == FILES_CHANGED and line.startswith("- "):
             names.add(line[2:].split(": ", 1)[0])
     return names
 

@@ -135,6 +135,23 @@ def test_changes_since_the_frozen_state_name_what_is_no_longer_so() -> None:
     assert not any("CHANGELOG" in line for line in changes)  # still open: the frozen state says so already
 
 
+def test_the_tail_leaves_out_a_check_whose_verdict_is_unchanged_and_names_files_first() -> None:
+    """A failing check the frozen state showed with its error line, rendered now without it (newer failures took
+    the detail), is no change: the tail repeats nothing the prefix says, and the files changed since come before
+    the checks, so a cut at state.changes_max_tokens drops checks first."""
+    from proxy.state import state_changes
+
+    frozen = "\n".join(["## Task state", "Verification:",
+                        "- python test_logic.py: failed: Some tests failed! [ref:r5]",
+                        "- python -m pytest -q: passed [ref:r6]"])
+    now = "\n".join(["## Task state", "Verification:", "- python test_logic.py: failed [ref:r5]",
+                     "- python -m pytest -q: failed [ref:r9]", "- python check.py: passed [ref:r10]",
+                     "Files changed (latest change of each):", "- src/http.py: edited (sed -i) [ref:r8]"])
+    lines = state_changes(frozen, now).splitlines()
+    assert lines[1:] == ["Files changed since: src/http.py", "Verification:", "- python -m pytest -q: failed [ref:r9]",
+                         "- python check.py: passed [ref:r10]"]
+
+
 def test_after_a_compaction_the_tail_says_what_changed_and_the_prefix_stays(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import sys
     from pathlib import Path
