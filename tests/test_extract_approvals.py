@@ -37,6 +37,8 @@ def test_unclear_answers_and_non_requests_give_nothing() -> None:
     assert approvals("user", "Yes", "Would you like to purchase travel insurance for $30?") == []
     assert approvals("user", "Yes", "") == []
     assert approvals("assistant", "Please confirm the payment method you'd like to use.") == []
+    # a task left to do with a third party is no request to the user
+    assert approvals("assistant", "Open items: NGB–HAM is missing week 11, to confirm with the forwarder.") == []
 
 
 def test_chinese_request() -> None:
@@ -48,6 +50,19 @@ def test_chinese_request() -> None:
 def test_request_without_ids_uses_the_asking_sentence() -> None:
     text = "I have prepared the patch.\n\nShall I apply it now?"
     assert approvals("assistant", text) == [("apply: shall i apply it now", "requested")]
+
+
+def test_an_agent_asking_itself_and_reasoning_on_is_no_request() -> None:
+    """mini-swe-agent deliberates in questions: "should I fix the test or revert my length check?" followed by its
+    own answer asks nobody; a request closes its message (details after it allowed)."""
+    musing = ("My fix with the length check fixes this bug.\n\nBut now the test fails. I need to decide: should I fix "
+              "the test or revert my length check? \n\nActually, I think I should fix the test. The test is testing "
+              "buggy behavior. \"0037\" should be year 37 AD, not 2037. But wait, year 37 AD would give a negative "
+              "Unix timestamp, which the function rejects. Let me look at what RFC 7231 says about two-digit years "
+              "and whether ASCTIME dates can carry one at all, before I touch the test.")
+    assert approvals("assistant", musing) == []
+    asking = "Shall I apply the patch to the parser now?\n\nIt changes one line: the year check gains a length test."
+    assert approvals("assistant", asking) == [("apply: shall i apply the patch to the parser now", "requested")]
 
 
 @requires_traces

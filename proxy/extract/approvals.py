@@ -19,6 +19,7 @@ MAX_SUBJECT_CHARS = 100
 MAX_SUBJECT_ENTITIES = 4
 _ANSWER_PROBE_CHARS = 200  # the answer is in the first words of the reply
 REQUEST_WINDOW_CHARS = 2_000  # the end of an assistant message, where a confirmation request is looked for
+MAX_AFTER_REQUEST_CHARS = 300  # a request closes its message: what may follow it (details, "(yes/no)")
 SUBJECT_WINDOW_CHARS = 4_000  # the end of the message, where the subject's verb and ids are taken from
 
 _REQUEST = re.compile(
@@ -27,7 +28,7 @@ _REQUEST = re.compile(
     r"|(?:shall|should|may|can) i (?:proceed|go ahead|continue)"
     r"|(?:shall|should) i \w[^.?!\n]{0,80}\?"
     r"|are you sure|do you (?:approve|confirm|agree)|please confirm(?! (?:the|your|which|what|how)\b)"
-    r"|confirm (?:if|whether|that|by|with|to proceed)\b|once you confirm|(?:ok|okay) to proceed"
+    r"|confirm (?:if|whether|that|by|to proceed)\b|confirm with (?:a )?[\"“']?(?:yes|y|ok)\b|once you confirm|(?:ok|okay) to proceed"
     r"|\((?:yes/no|y/n)\)|\[y/n\]|(?:reply|respond|answer) (?:with )?[\"“']?yes)"
     r"|请确认|确认一下|是否继续|是否确认|可以吗|同意吗",
     re.I,
@@ -93,13 +94,20 @@ def asking_sentence(text: str) -> str | None:
     lowered = text.lower()
     if not any(word in lowered for word in _REQUEST_WORDS) or not _REQUEST.search(text):
         return None
-    for unit in units(text):
+    found = units(text)
+    asking: list[tuple[int, str]] = []  # (unit, sentence) of each request
+    for position, unit in enumerate(found):
         if _REQUEST.search(unit):
-            for sentence in sentences(unit):
-                if _REQUEST.search(sentence):
-                    return sentence
-            return unit
-    return None
+            asking += [(position, sentence) for sentence in sentences(unit) if _REQUEST.search(sentence)] or \
+                [(position, unit)]
+    if not asking:
+        return None
+    # an agent that goes on reasoning after "should I fix the test or revert?" asked itself, not the user: the
+    # message's last request closes it (details after it allowed); the first names what is asked for
+    last, sentence = asking[-1]
+    unit = found[last]
+    after = len(unit) - unit.find(sentence) - len(sentence) + sum(len(rest) for rest in found[last + 1:])
+    return asking[0][1] if after <= MAX_AFTER_REQUEST_CHARS else None
 
 
 def approval_subject(text: str) -> str | None:
