@@ -123,6 +123,17 @@ def test_derived_figures_are_keyed_by_their_label() -> None:
     }
 
 
+def test_a_rate_the_agent_derived_is_a_finding() -> None:
+    """A trend the agent worked out ("rises +25.54 USD/FEU per week") is a figure later steps build on; a plain
+    throughput ("500 requests per minute") or a question is not a derived rate."""
+    text = ("Trends without week 7: SHA–RTM rises +25.54 USD/FEU per week; the others are listed above. "
+            "We process 500 requests per minute. The backlog fell −1.8% a month over Q2.")
+    assert said(text, FINDING) == {
+        "sha rtm rises": "Trends without week 7: SHA–RTM rises +25.54 USD/FEU per week; the others are listed above.",
+        "backlog fell": "The backlog fell −1.8% a month over Q2.",
+    }
+
+
 def test_a_recomputed_figure_has_the_same_key() -> None:
     before = said("Supplier C unit price: 14.40 / 24 = 0.60 USD/piece", FINDING)
     after = said("Corrected: Supplier C unit price = 14.40 / 30 = 0.48 USD/piece", FINDING)

@@ -161,6 +161,12 @@ _TOTAL = re.compile(
     r"\s?(?P<zh>\d)",
     re.I,
 )
+# A rate the agent derived, with its sign, unit and period: "rises +25.54 USD/FEU per week", "−1.8% a month".
+_RATE_FIGURE = re.compile(
+    r"(?<![\w.])[+\-−±]\d[\d,]*(?:\.\d+)?\s?%?(?:\s?[A-Za-z$€£¥/]{1,12})?\s(?:per|an?|/)\s?"
+    r"(?:second|minute|hour|day|week|month|quarter|year|wk|mo|yr)\b",
+    re.I,
+)
 MAX_TOTAL_LEAD = 24  # "Total: …" labels a figure near the start of its sentence, not "… the pool shows total=4"
 _CONCLUSION = re.compile(
     r"\b(?:in conclusion|bottom line|it turns out|turns out)\b|\b(?:conclusion|root cause)\s?[:：]"
@@ -170,7 +176,7 @@ _CONCLUSION = re.compile(
 )
 _FINDING_WORDS = (
     "=", "＝", "≈", "total", "sum", "合计", "总计", "共计", "小计", "总额", "总价", "总成本", "总费用", "总数", "总量",
-    "root cause",
+    "root cause", " per ", " a week", " a month", " a day", " a year",
     "conclusion", "bottom line", "turns out", "cause", "culprit", "problem", "issue", "bug", "结论", "原因", "根因",
     "问题在于", "归根结底",
 )  # fmt: skip
@@ -432,8 +438,8 @@ def _phrase(text: str, max_words: int, lettered: bool) -> list[str]:
 
 def _figure_label(sentence: str) -> str | None:
     """The key of a derived figure: its label ("Supplier C unit price: 14.40 / 30 = 0.48 USD" -> "supplier c unit
-    price", "合计：12,340.50 元" -> "合计"), or the expression when it has no words ("14.40 / 30"); None when the
-    sentence holds no figure."""
+    price", "合计：12,340.50 元" -> "合计", "SHA–RTM rises +25.54 USD/FEU per week" -> "sha–rtm rises"), or the
+    expression when it has no words ("14.40 / 30"); None when the sentence holds no figure."""
     equals = min((i for i in (sentence.find(mark) for mark in _EQUALS) if i > 0), default=-1)
     spaced = equals > 0 and (sentence[equals - 1] == " " or sentence[equals] != "=")  # not "id=1" in prose
     if spaced and _FIGURE_RIGHT.match(sentence, equals + 1):
@@ -447,7 +453,11 @@ def _figure_label(sentence: str) -> str | None:
         return _label(left)
     total = _TOTAL.search(sentence)
     if total is None or total.start() > MAX_TOTAL_LEAD:
-        return None
+        rate = _RATE_FIGURE.search(sentence)
+        if rate is None:
+            return None
+        clause_start = max(sentence.rfind(mark, 0, rate.start()) for mark in (":", "：", ",", "，", ";", "；")) + 1
+        return _label(sentence[clause_start: rate.start()]) or None
     clause_start = max(sentence.rfind(mark, 0, total.start()) for mark in ("，", ",", "；", ";", "。")) + 1
     return _label(sentence[clause_start: total.start("n") if total.group("n") else total.start("zh")]) or None
 
