@@ -184,9 +184,20 @@ def test_a_failed_command_changes_nothing() -> None:
     piped = "sed -i 's/a/b/' django/missing.py 2>&1 | tail -3"
     assert changed(piped, "<returncode>0</returncode>\n<output>\n"
                           "sed: can't read django/missing.py: No such file or directory\n</output>") == {}
-    caught = "cat > t.py <<'EOF'\nx\nEOF\npython t.py | head -5"  # exit 0 through the pipe, a traceback all the same
-    assert changed(caught, "<returncode>0</returncode>\n<output>\nTraceback (most recent call last):\n"
-                           "  File \"t.py\", line 1\nNameError: name 'x' is not defined\n</output>") == {}
+
+
+def test_a_script_that_crashes_after_the_shell_wrote_it_was_written_all_the_same() -> None:
+    """At exit status 0 a traceback is the script's failure, not the shell's: the heredoc wrote debug_issue.py
+    (mini-swe-agent writes and runs a probe in one call); what a crashed Python program would have written is
+    not counted."""
+    crashed = "<returncode>0</returncode>\n<output>\nTraceback (most recent call last):\n" \
+              "  File \"/testbed/debug_issue.py\", line 1\nNameError: name 'x' is not defined\n</output>"
+    caught = "cd /testbed && cat > debug_issue.py <<'EOF'\nx\nEOF\npython debug_issue.py | head -5"
+    assert changed(caught, crashed) == {"debug_issue.py": "written (cat > heredoc)"}
+    fixer = "cat > fix.py <<'EOF'\nopen('src/a.py', 'w').write('x')\nEOF\npython fix.py"
+    assert changed(fixer, crashed) == {"fix.py": "written (cat > heredoc)"}  # not src/a.py: fix.py crashed
+    assert changed("python - <<'EOF'\nopen('src/a.py', 'w').write('x')\nEOF", crashed) == {}
+    assert changed(caught, crashed.replace(">0<", ">1<")) == {}  # a non-zero exit status: nothing counts
 
 
 def test_a_script_written_in_one_call_changes_its_files_when_a_later_call_runs_it() -> None:

@@ -8,7 +8,7 @@ import re
 from ..records import Action, Message, MessageContext, ToolCall
 from .evidence import Evidence, describe, description
 from .facts import parse_json
-from .text import clip, clip_middle, collapse
+from .text import TRACEBACK, clip, clip_middle, collapse
 
 MAX_GIST_CHARS = 600  # the stored gist line (policies show less); the size note is appended after it
 MAX_VERIFICATION_KEY_CHARS = 100
@@ -25,7 +25,6 @@ _EXIT_NOTE = re.compile(
 _WRAPPER = re.compile(r"^\s*</?(?:returncode|output|stdout|stderr)>\s*$|^\s*<returncode>-?\d+</returncode>\s*$")
 _TAGS = re.compile(r"</?(?:exception|error|output|stdout|stderr|returncode)>")
 _ALNUM = re.compile(r"[^\W_]")
-_TRACEBACK_HEADER = "Traceback (most recent call last):"
 _TRACEBACK_SCAN_CHARS = 20_000  # after the last traceback header, where its exception line is looked for
 _LONG_LINE_CHARS = 2_000  # longer lines are cut to head and tail before any pattern reads them
 _HEAD_LINES = 20  # meaningful lines read from the start of an output
@@ -259,10 +258,10 @@ def failure_line(text: str) -> str | None:
 
 def _traceback_exception(text: str) -> str | None:
     """The exception line of the last Python traceback in the text, if it has one."""
-    header = text.rfind(_TRACEBACK_HEADER)
+    header = text.rfind(TRACEBACK)
     if header < 0:
         return None
-    for line in text[header + len(_TRACEBACK_HEADER) : header + _TRACEBACK_SCAN_CHARS].splitlines():
+    for line in text[header + len(TRACEBACK) : header + _TRACEBACK_SCAN_CHARS].splitlines():
         if not line or line[:1].isspace():
             continue
         line = _clean(line)

@@ -19,13 +19,16 @@ from dataclasses import dataclass, field
 
 from ..records import CHANGED, RAN, SCRIPT, Fact, ToolCall
 from .facts import parse_json
+from .actions import return_code
 from .shell import Command, simple_commands
+from .text import TRACEBACK
 
 MAX_CHANGES = 64  # files one call may change (a patch names more: the rest are left out)
 MAX_SHELL_DEPTH = 2  # `bash -c "…"` inside a command is read; deeper nesting is not
 MAX_PATH_CHARS = 300
 _HEAD_LINES = 40  # lines of the output where a failure is looked for
 _LINE_CHARS = 500  # of a longer output line only its start is looked at
+_STATUS_CHARS = 2_000  # of the output's ends, where its exit status is looked for
 
 _EXCLUDED_DIRS = ("/tmp", "/dev", "/proc", "/var/tmp", "/private/tmp")
 _NOT_A_PATH = re.compile(r"[$`*?\[\]{}<>|\n]|^-|^~")  # variables, globs, options: not a file that can be named
@@ -50,7 +53,6 @@ _PROGRAM_PREFIX = re.compile(r"[\w.+-]{1,40}: ")
 _WRITE_FAILURES = ("No such file or directory", "Permission denied", "cannot ", "can't ", "Is a directory",
                    "Read-only file system", "Not a directory", "unterminated", "unknown option", "unknown command",
                    "No space left")
-_TRACEBACK = "Traceback (most recent call last):"
 # What editor tools answer when nothing was written.
 _EDITOR_FAILURES = re.compile(
     r"<tool_use_error>|No replacement was performed|did not appear verbatim|does not exist|Cannot overwrite|"
@@ -94,6 +96,10 @@ class _Found:
     scripts: dict[str, list[Change]] = field(default_factory=dict)  # a file written now, and what it writes
     runs: dict[str, str] = field(default_factory=dict)  # a script or patch file run now, and how
     failed: bool = False  # the call failed: only what its output shows was changed all the same counts
+    # a Python traceback in the output: a Python program of the call may have died before it wrote, so its writes
+    # do not count; the shell's own (redirections, sed, cp …) happened all the same (`cat > t.py <<EOF … EOF;
+    # python t.py` that crashes has written t.py)
+    crashed: bool = False
 
     def change(self, path: str | None, how: str, despite_failure: bool = False) -> None:
         if path and len(self.changes) < MAX_CHANGES and (despite_failure or not self.failed):
@@ -101,7 +107,7 @@ class _Found:
             self.changes[path] = how
 
     def run(self, script: str | None, how: str) -> None:
-        if not script or self.failed:
+        if not script or self.failed or self.crashed:
             return
         self.runs[script] = how
         for change in self.scripts.get(script, ()):  # written earlier in this same call: its changes are known
@@ -136,10 +142,11 @@ def file_changes(call: ToolCall | None, output: str, outcome: str) -> list[tuple
                           "" if call.arguments.lstrip().startswith("{") else call.arguments)
     if not script:
         return []
-    failed = not _shell_succeeded(output, outcome)
+    failed = _shell_failed(output, outcome)
     if failed and "Hunk #" not in output:
         return []
-    found = _Found(failed=failed)  # a failed `patch` may still have applied some hunks: its output says which
+    # a failed `patch` may still have applied some hunks: its output says which
+    found = _Found(failed=failed, crashed=TRACEBACK in output)
     _read_shell(script, output, found, _Place(), 0)
     return _triples(found)
 
@@ -207,14 +214,17 @@ def _head_lines(output: str) -> list[str]:
     return [line[:_LINE_CHARS] for line in lines]
 
 
-def _shell_succeeded(output: str, outcome: str) -> bool:
-    """Exit status 0 and no program reporting a failed write, nor a Python traceback, in the output."""
-    if outcome == "error" or _TRACEBACK in output:
-        return False
-    for line in _head_lines(output):
-        if _PROGRAM_PREFIX.match(line) and any(failure in line for failure in _WRITE_FAILURES):
-            return False
-    return True
+def _shell_failed(output: str, outcome: str) -> bool:
+    """A non-zero exit status (the outcome stands in when the output shows none: an error line then says the call
+    failed), or a program reporting a failed write in the output. An error line at exit status 0 (a script's
+    traceback after the shell wrote it) is no failure of the shell's writes."""
+    head = output[:_STATUS_CHARS].splitlines()[:_HEAD_LINES]
+    tail = output[-_STATUS_CHARS:].splitlines()[-_HEAD_LINES:]
+    code = return_code(output, head, tail)
+    if (code != 0) if code is not None else outcome == "error":
+        return True
+    return any(_PROGRAM_PREFIX.match(line) and any(failure in line for failure in _WRITE_FAILURES)
+               for line in _head_lines(output))
 
 
 def _editor_failed(output: str) -> bool:
@@ -625,6 +635,8 @@ def _python(command: Command, words: list[str], found: _Found, place: _Place) ->
     """`python -c CODE` and `python - <<EOF` write the literal paths their code opens for writing; `python
     SCRIPT.py` runs a script (its writes are known when it was written: see `changed_files`)."""
     program = posixpath.basename(words[0])
+    if found.crashed:
+        return
     index = 1
     while index < len(words):
         word = words[index]

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from .evidence import Evidence, row_kind
-from .text import clip, collapse, looks_like_code, normalize, sentences, strip_markup, units
+from .text import TRACEBACK, clip, collapse, looks_like_code, normalize, sentences, strip_markup, units
 
 MAX_RULES = 4  # per output: a document stating more is recalled by ref
 MAX_UNKNOWNS = 3
@@ -49,7 +49,6 @@ _NOT_A_RULE = re.compile(
     r"bool|callable|instance|subclass|iterable|sequence)\b",
     re.I,
 )
-_TRACEBACK = "Traceback (most recent call last)"
 _LINE_NUMBER = re.compile(r"^\s*\d{1,6}(?:\t|: |  )")  # `cat -n`, `nl`, an editor's read: "    12\t"
 _FIRST_BAD = re.compile(r"\b([0-9a-f]{7,40}) is the first bad commit\b")
 _STATUS_KEYS = frozenset(
@@ -73,7 +72,7 @@ _UNKNOWN = re.compile(
 def rules(text: str, evidence: Evidence, failed: bool = False) -> list[tuple[str, str]]:
     """(key, sentence) of the normative sentences an output states, in text order: none from rows, none from a
     failed command's output (an error message's "must be compiled" is the failure, not a rule of the task)."""
-    if failed or evidence.is_rows or _TRACEBACK in text or not any(word in text.lower() for word in _RULE_WORDS):
+    if failed or evidence.is_rows or TRACEBACK in text or not any(word in text.lower() for word in _RULE_WORDS):
         return []
     found: list[tuple[str, str]] = []
     seen: set[str] = set()

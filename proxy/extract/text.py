@@ -44,6 +44,8 @@ _ABBREVIATION = re.compile(
     re.I,
 )
 
+TRACEBACK = "Traceback (most recent call last):"  # how a Python traceback starts, in any output
+
 
 def collapse(text: str) -> str:
     """Whitespace runs become one space; ends trimmed."""
