@@ -135,8 +135,16 @@ class StoreSettings:
     timeout_s: float = setting(
         2.0, "PostgreSQL: longest wait for a connection or a statement; then the request goes out as sent", min=0.1)
     retry_s: float = setting(
-        5.0, "PostgreSQL: after the database failed to answer, how long requests go out as sent before it is tried "
-             "again", min=0.1)
+        1.0, "PostgreSQL: while the database does not answer, how often it is probed with a fresh connection; "
+             "requests go out as sent until a probe succeeds, then the store is up again at once", min=0.1)
+    check_idle_s: float = setting(
+        1.0, "PostgreSQL: a pooled connection that sat idle this long is checked (an empty query) before it is "
+             "handed out, and when one is found broken every idle one is checked: connections that died while idle "
+             "(a database restart) are replaced, not used", min=0.0)
+    write_attempts: int = setting(
+        3, "PostgreSQL: tries of a batch of writes whose connection failed, each on a fresh connection, retry_s "
+           "times the tries so far apart, before its writes are lost (their conversations then catch up at their "
+           "next request)", min=1, max=10)
     lock_timeout_s: float = setting(
         10.0, "PostgreSQL: longest wait for another replica to finish building a request of the same conversation",
         min=0.1)
@@ -169,6 +177,10 @@ class StoreSettings:
 class LoggingSettings:
     level: Literal["debug", "info", "warning", "error"] = setting("info", "lowest level written")
     content: bool = setting(False, "include message contents in the logs")
+    repeat_s: float = setting(
+        10.0, "a line that repeats for every request while the store is down (fail_open) is written at most once "
+              "in this many seconds, with the count of those held back; the store's going down and coming back are "
+              "each one line", min=0.0)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,14 @@
 with a connection pool, the schema migrated at start-up under an advisory lock, full-text search over a generated
 `tsvector` (websearch_to_tsquery, ts_rank_cd), advisory locks for what one replica at a time may do.
 
-The queries are proxy.sqlstore's. When the database is cut off or slow, a read fails within `store.timeout_s`,
-the store says so (`unavailable()`: /healthz reports degraded), and for `store.retry_s` every call fails at once
-instead of waiting again: requests go out as the agent sent them (fail open) and catch up once it is back.
+The queries are proxy.sqlstore's. A pooled connection that sat idle is checked before it is handed out, and
+one found broken has every idle one checked (a database restart kills them all): a connection that died while
+idle is replaced, and the read that met it is tried again on a fresh one, without counting as an outage. When the
+database itself is cut off or slow, a read fails within `store.timeout_s`, the store is marked down (`unavailable()`:
+/healthz reports degraded) and every call fails at once: requests go out as the agent sent them (fail open). A
+prober thread tries a fresh connection every `store.retry_s`; at the first that succeeds the pool is made anew
+(its own reconnection backs off for tens of seconds) and the store is up again. A batch of writes whose connection
+failed is tried again on a fresh one (`store.write_attempts`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Sequence
@@ -23,7 +29,7 @@ from psycopg_pool import ConnectionPool
 from .config import StoreSettings
 from .logs import get_logger
 from .sqlstore import SCHEMA_VERSION, SqlStore
-from .storage import without_password
+from .storage import StoreUnavailable, without_password
 from .writequeue import WriteQueue
 
 _SHORT = "text COLLATE \"C\""  # ids, hashes and refs: compared byte by byte (ranges on hashes, like SQLite)
@@ -96,8 +102,8 @@ _MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(10, (
 ))]
 
 
-class StoreUnavailable(ConnectionError):
-    """The database did not answer (cut off, down, or slower than store.timeout_s)."""
+class _StaleConnection(StoreUnavailable):
+    """A pooled connection had died while idle, though the database answers: the call is tried again."""
 
 
 class LockWaitTimeout(RuntimeError):
@@ -124,14 +130,15 @@ class PostgresStore(SqlStore):
     def __init__(self, url: str, settings: StoreSettings = StoreSettings()) -> None:
         self.url = url
         self.settings = settings
-        self._down_until = 0.0  # while the clock is before it, calls fail at once (the database just failed)
+        self._down_since = 0.0  # monotonic time the database stopped answering (0: it answers)
         self._down_why = ""
         self._state_lock = threading.Lock()
+        self._closed = threading.Event()
+        # when each pooled connection was last given back (a connection idle longer is checked before it is used)
+        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
         # The pool logs each failed reconnection in plain text; the store's own log says when it went down and why.
-        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-        self._pool = ConnectionPool(url, min_size=1, max_size=settings.pool_size, timeout=settings.timeout_s,
-                                    open=False, configure=self._configure, name="workset-store",
-                                    kwargs={"autocommit": True, "connect_timeout": max(1, round(settings.timeout_s))})
+        logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+        self._pool = self._new_pool()
         try:
             self._pool.open(wait=True, timeout=max(settings.timeout_s, 5.0))
         except Exception as error:
@@ -145,27 +152,57 @@ class PostgresStore(SqlStore):
                                f"store.migrate_timeout_s ({settings.migrate_timeout_s:g} s): another replica's "
                                f"migration, or the database, is slow ({str(error).strip()})") from error
         self._writer: psycopg.Connection[Any] | None = None  # the writer thread's own
+        self._writer_used = 0.0
+        self._writer_renew = False  # the database came back: the writer's connection is made anew before use
         self._holds: dict[str, _Hold] = {}  # the locks of `exclusive` this process holds (or is taking), by name
         self._holds_changed = threading.Condition()
-        super().__init__(WriteQueue(self._writer_connection, retryable=_lost_race,
+        super().__init__(WriteQueue(self._writer_connection, retryable=_lost_race, reconnectable=_connection_lost,
+                                    attempts=settings.write_attempts, pause_s=settings.retry_s,
                                     large_write=settings.large_write_chars))
 
     # --- connections and outages ------------------------------------------------------------------------------
+
+    def _new_pool(self) -> ConnectionPool:
+        settings = self.settings
+        return ConnectionPool(self.url, min_size=1, max_size=settings.pool_size, timeout=settings.timeout_s,
+                              open=False, configure=self._configure, check=self._check, reset=self._given_back,
+                              name="workset-store",
+                              kwargs={"autocommit": True, "connect_timeout": max(1, round(settings.timeout_s))})
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Every connection: a slow statement or lock wait fails instead of holding the request."""
         conn.execute(f"SET statement_timeout = {int(self.settings.timeout_s * 1000)}")
         conn.execute(f"SET lock_timeout = {int(self.settings.lock_timeout_s * 1000)}")
 
-    def unavailable(self) -> str:
-        """Why the database does not answer ("" when it does); while it is marked down, tried again once its retry
-        time is past."""
-        if self._down_until and time.monotonic() >= self._down_until:
+    def _given_back(self, conn: psycopg.Connection[Any]) -> None:
+        self._returned[conn] = time.monotonic()
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """Before the pool hands a connection out: one idle longer than store.check_idle_s is tried (an empty
+        query); if it is broken, so are the other idle ones, most likely (they died together, in a restart): all of
+        them are checked now, and the broken ones replaced."""
+        if time.monotonic() - self._returned.get(conn, 0.0) < self.settings.check_idle_s:
+            return
+        try:
+            ConnectionPool.check_connection(conn)
+        except Exception:
+            self._pool.check()
+            raise
+
+    def unavailable(self, probe: bool = False) -> str:
+        """Why the database does not answer ("" when it does). With `probe`, a store that is up is asked for real
+        (a statement through the pool), which marks it down if it does not answer."""
+        if probe and not self._down_since:
             try:
                 self._fetch("SELECT 1", ())
             except StoreUnavailable:
                 pass
-        return self._down_why if self._down_until else ""
+        return self._down_why if self._down_since else ""
+
+    def down_for(self) -> float:
+        """Seconds since the database stopped answering (0: it answers)."""
+        since = self._down_since
+        return time.monotonic() - since if since else 0.0
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -175,55 +212,93 @@ class PostgresStore(SqlStore):
             yield conn
 
     def _check_down(self) -> None:
-        if self._down_until and time.monotonic() < self._down_until:
-            raise StoreUnavailable(f"store unavailable ({self._down_why}); retried in "
-                                   f"{self._down_until - time.monotonic():.1f} s")
+        if self._down_since:
+            raise StoreUnavailable(f"store unavailable for {self.down_for():.1f} s ({self._down_why})")
 
     @contextmanager
     def _outages(self) -> Iterator[None]:
         """The database failing to answer (cut off, down, slower than store.timeout_s, no pooled connection in time)
-        as StoreUnavailable, marking it down; answering, marking it back."""
+        as StoreUnavailable, marking it down, unless a fresh connection answers: then the connection was one that
+        died while idle, the idle ones are checked, and the caller may try again (_StaleConnection)."""
         try:
             yield
         except (psycopg.OperationalError, errors.QueryCanceled, OSError) as error:  # PoolTimeout is operational
+            if not isinstance(error, errors.QueryCanceled) and self._answers():
+                self._pool.check()
+                raise _StaleConnection(f"a pooled connection had died: {error}") from error
             self._went_down(error)
             raise StoreUnavailable(f"store unavailable: {error}") from error
-        else:
-            self._came_back()
+
+    def _answers(self) -> bool:
+        """Whether the database takes a fresh connection (within store.timeout_s)."""
+        try:
+            psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, round(self.settings.timeout_s))).close()
+        except Exception:
+            return False
+        return True
 
     def _went_down(self, error: BaseException) -> None:
         with self._state_lock:
-            first = not self._down_until
-            self._down_until = time.monotonic() + self.settings.retry_s
-            self._down_why = f"{error.__class__.__name__}: {str(error).strip()[:200]}"
+            first = not self._down_since
+            if first:
+                self._down_since = time.monotonic()
+                self._down_why = f"{error.__class__.__name__}: {str(error).strip()[:200]}"
         if first:
-            get_logger().error("store_degraded", store=without_password(self.url), error=self._down_why,
-                               retry_s=self.settings.retry_s,
+            get_logger().error("store_down", store=without_password(self.url), error=self._down_why,
+                               probe_every_s=self.settings.retry_s,
                                note="requests go out as sent until the store answers again")
+            threading.Thread(target=self._probe_until_up, name="workset-store-probe", daemon=True).start()
 
-    def _came_back(self) -> None:
-        if not self._down_until:
+    def _probe_until_up(self) -> None:
+        """While the store is down: a fresh connection every store.retry_s; at the first that succeeds, the pool is
+        made anew (its own reconnection backs off for tens of seconds after an outage), the writer's connection
+        will be, and the store is up."""
+        while not self._closed.wait(self.settings.retry_s):
+            if not self._answers():
+                continue
+            fresh = self._new_pool()
+            try:
+                fresh.open(wait=True, timeout=max(self.settings.timeout_s, 1.0))
+            except Exception:
+                fresh.close()
+                continue
+            old, self._pool = self._pool, fresh
+            self._writer_renew = True
+            with self._state_lock:
+                down_s, why = self.down_for(), self._down_why
+                self._down_since, self._down_why = 0.0, ""
+            get_logger().info("store_up", store=without_password(self.url), down_s=round(down_s, 1), was=why)
+            self.came_back()
+            old.close(timeout=0)  # its connections in use are closed as they are given back
             return
-        with self._state_lock:
-            if not self._down_until:
-                return
-            self._down_until, why = 0.0, self._down_why
-        get_logger().info("store_recovered", store=without_password(self.url), was=why)
-        self._pool.check()  # connections that died meanwhile are replaced, not handed out
 
     def _writer_connection(self) -> psycopg.Connection[Any]:
-        """The writer thread's connection, made again after it broke."""
-        if self._down_until and time.monotonic() < self._down_until:
-            raise StoreUnavailable(f"store unavailable ({self._down_why})")
-        if self._writer is None or self._writer.closed or self._writer.broken:
+        """The writer thread's connection: checked when it sat idle, made again after it broke or once the
+        database came back."""
+        self._check_down()
+        writer, now = self._writer, time.monotonic()
+        if writer is not None and not (writer.closed or writer.broken or self._writer_renew):
+            if now - self._writer_used < self.settings.check_idle_s:
+                self._writer_used = now
+                return writer
             try:
-                self._writer = psycopg.connect(self.url, autocommit=True,
-                                               connect_timeout=max(1, round(self.settings.timeout_s)))
-                self._configure(self._writer)
-            except psycopg.OperationalError as error:
-                self._writer = None
-                self._went_down(error)
-                raise StoreUnavailable(f"store unavailable: {error}") from error
+                ConnectionPool.check_connection(writer)
+                self._writer_used = now
+                return writer
+            except Exception:
+                pass
+        if writer is not None:
+            writer.close()
+        self._writer, self._writer_renew = None, False
+        try:
+            self._writer = psycopg.connect(self.url, autocommit=True,
+                                           connect_timeout=max(1, round(self.settings.timeout_s)))
+            self._configure(self._writer)
+        except psycopg.OperationalError as error:
+            self._writer = None
+            self._went_down(error)
+            raise StoreUnavailable(f"store unavailable: {error}") from error
+        self._writer_used = now
         return self._writer
 
     # --- schema -------------------------------------------------------------------------------------------
@@ -256,6 +331,7 @@ class PostgresStore(SqlStore):
                                  " DO UPDATE SET value = excluded.value", (str(number),))
 
     def close(self) -> None:
+        self._closed.set()
         self.queue.close()
         if self._writer is not None:
             self._writer.close()
@@ -264,6 +340,12 @@ class PostgresStore(SqlStore):
     # --- what SqlStore asks of a backend ------------------------------------------------------------------
 
     def _fetch(self, query: str, params: Sequence[Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+        try:
+            return self._fetch_once(query, params)
+        except _StaleConnection:  # the idle connections are checked by now: a fresh one
+            return self._fetch_once(query, params)
+
+    def _fetch_once(self, query: str, params: Sequence[Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
         with self._connection() as conn:
             cursor = conn.execute(_placeholders(query), _values(params))
             return [column.name for column in cursor.description or ()], cursor.fetchall()
@@ -335,12 +417,18 @@ class PostgresStore(SqlStore):
                     del self._holds[name]
             if last:
                 assert hold.conn is not None
-                self._unlock(hold.conn, "workset:" + name)
+                self._unlock(*hold.conn, "workset:" + name)
 
-    def _lock(self, key: str, name: str) -> psycopg.Connection[Any]:
-        """A pooled connection holding the advisory lock `key`, once no other process holds it."""
-        with self._outages():
-            conn = self._pool.getconn()
+    def _lock(self, key: str, name: str) -> tuple[ConnectionPool, psycopg.Connection[Any]]:
+        """A pooled connection holding the advisory lock `key`, once no other process holds it, and its pool (the
+        pool may be made anew meanwhile: the connection goes back to its own)."""
+        pool = self._pool
+        try:
+            with self._outages():
+                conn = pool.getconn()
+        except _StaleConnection:
+            with self._outages():
+                conn = pool.getconn()
         try:
             with self._outages():
                 try:
@@ -351,11 +439,11 @@ class PostgresStore(SqlStore):
                     raise LockWaitTimeout(f"{name} still held by another process after "
                                           f"{self.settings.lock_timeout_s:g} s (store.lock_timeout_s)") from error
         except BaseException:
-            self._pool.putconn(conn)
+            pool.putconn(conn)
             raise
-        return conn
+        return pool, conn
 
-    def _unlock(self, conn: psycopg.Connection[Any], key: str) -> None:
+    def _unlock(self, pool: ConnectionPool, conn: psycopg.Connection[Any], key: str) -> None:
         """Let the lock go. Never raises: the block's own outcome stands, and its caller must go on to release
         what else it holds. If the unlock fails (the connection was cut), the connection is closed, and with it
         the server drops the lock."""
@@ -365,7 +453,7 @@ class PostgresStore(SqlStore):
         except Exception:
             conn.close()
         finally:
-            self._pool.putconn(conn)
+            pool.putconn(conn)
 
     def size_bytes(self) -> int:
         """Tables and indexes of the store's schema (0 while the database does not answer)."""
@@ -388,7 +476,7 @@ class _Hold:
     threads inside the block, and why taking it failed."""
 
     def __init__(self) -> None:
-        self.conn: psycopg.Connection[Any] | None = None
+        self.conn: tuple[ConnectionPool, psycopg.Connection[Any]] | None = None
         self.count = 1
         self.error: BaseException | None = None
 
@@ -401,6 +489,11 @@ def _values(params: Sequence[Any]) -> Sequence[Any]:
         return params
     return [int(value) if type(value) is bool else value.replace("\x00", "\ufffd") if type(value) is str else value
             for value in params]
+
+
+def _connection_lost(error: BaseException) -> bool:
+    """A batch's failure that another connection may not meet: its connection died, or the database was away."""
+    return isinstance(error, (psycopg.OperationalError, OSError, ConnectionError)) and not _lost_race(error)
 
 
 def _lost_race(error: BaseException) -> bool:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Sequence
 import orjson
 
 from .jsonbytes import encode_json, encode_message
+from .logs import get_logger
 from .passages import has_cjk, query_words
 from .records import Action, Fact
 from .storage import SUMMED_COUNTS, Answer, NewMessage, NodeRow, Scope, StoredTurn
@@ -63,6 +64,7 @@ class SqlStore:
     def __init__(self, queue: WriteQueue) -> None:
         self.queue = queue
         self._read_scope = threading.local()  # see reads_waiting_for
+        self._on_recovered: Callable[[], None] = lambda: None
 
     # --- what a backend supplies ------------------------------------------------------------------------------
 
@@ -89,9 +91,19 @@ class SqlStore:
         """Held by one process at a time among those sharing the store (nothing to hold for one process)."""
         return nullcontext()
 
-    def unavailable(self) -> str:
+    def unavailable(self, probe: bool = False) -> str:
         """Why the store does not answer now ("" when it does; a backend behind a network may be cut off)."""
         return ""
+
+    def on_recovered(self, listener: Callable[[], None]) -> None:
+        self._on_recovered = listener
+
+    def came_back(self) -> None:
+        """The backend found the store answering again after it was down."""
+        try:
+            self._on_recovered()
+        except Exception:  # a listener's failure must not stop the backend's own recovery
+            get_logger().exception("store_recovery_listener_failed")
 
     def on_lost_writes(self, listener: Callable[[set[str]], None]) -> None:
         self.queue.on_failed = listener

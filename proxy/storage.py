@@ -123,8 +123,12 @@ class Store(Protocol):
     def size_bytes(self) -> int:
         """The store's size on disk, 0 when unknown (a gauge)."""
 
-    def unavailable(self) -> str:
-        """Why the store does not answer now ("" when it does): while it is cut off, requests go out as sent."""
+    def unavailable(self, probe: bool = False) -> str:
+        """Why the store does not answer now ("" when it does): while it is cut off, requests go out as sent. With
+        `probe`, a store that seems up is asked for real (and marked down if it does not answer)."""
+
+    def on_recovered(self, listener: Callable[[], None]) -> None:
+        """Tell `listener` when the store answers again after it was down (on the thread that found it back)."""
 
     def exclusive(self, name: str) -> AbstractContextManager[None]:
         """Held by one process at a time among those sharing the store, until the block ends. Leaving the block
@@ -230,6 +234,10 @@ class Store(Protocol):
     def shown_messages(self, session_id: str, keys: Sequence[str]) -> dict[str, Any]: ...
 
     def turn_totals(self, key_hash: str | None = None, since: float = 0.0, limit: int = 100) -> list[dict[str, Any]]: ...
+
+
+class StoreUnavailable(ConnectionError):
+    """The store did not answer (cut off, down, or slower than store.timeout_s): the request goes out as sent."""
 
 
 class StoreOpenError(RuntimeError):
