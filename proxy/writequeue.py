@@ -6,6 +6,7 @@ tables) it reads.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Collection
 from concurrent.futures import Future
@@ -140,7 +141,9 @@ class WriteQueue:
 
     `connection()` gives the writer thread its connection (anything with `execute(sql)`; a backend may reconnect
     there after a failure); `begin` opens a transaction; `retryable(error)` tells a write that lost a race with
-    another process (a deadlock, a serialisation failure): it is tried once more, alone, after its batch.
+    another process (a deadlock, a serialisation failure): it is tried once more, alone, after its batch;
+    `reconnectable(error)` a batch whose connection failed: it is tried again whole, up to `attempts` times in all,
+    `pause_s` apart, each on the connection `connection()` gives then (a fresh one), before its writes are lost.
     `on_failed(sessions)` hears of the sessions whose writes were lost, so their cached state is rebuilt from the
     store.
 
@@ -152,11 +155,15 @@ class WriteQueue:
 
     def __init__(self, connection: Callable[[], Any], begin: str = "BEGIN",
                  retryable: Callable[[BaseException], bool] = lambda error: False, nice: int = 0,
-                 large_write: int = 262144) -> None:
+                 large_write: int = 262144, reconnectable: Callable[[BaseException], bool] = lambda error: False,
+                 attempts: int = 1, pause_s: float = 0.0) -> None:
         self._connection = connection
         self._nice = nice  # steps below the server's priority the writer thread runs at
         self._begin = begin
         self._retryable = retryable
+        self._reconnectable = reconnectable
+        self._attempts = attempts
+        self._pause_s = pause_s  # between two attempts: a database back within it takes the batch
         self._large_write = large_write
         self.on_failed: Callable[[set[str]], None] = lambda sessions: None
         self.pending = Pending()
@@ -217,7 +224,10 @@ class WriteQueue:
             else:
                 done.set_exception(error)
 
-        self.submit(lambda: result.append(write()), finished=finished)
+        def run() -> None:  # a batch tried again runs it again: only the committed try's result counts
+            result[:] = [write()]
+
+        self.submit(run, finished=finished)
         return done.result()
 
     def close(self) -> None:
@@ -291,14 +301,25 @@ class WriteQueue:
         """Commit the batch; the sessions whose writes were lost."""
         if not writes:
             return set()
-        again, lost = self._transaction(writes, first=True)
+        for attempt in range(1, self._attempts + 1):
+            outcome = self._transaction(writes, first=True, last=attempt == self._attempts)
+            if outcome is not None:
+                break
+            time.sleep(self._pause_s * attempt)
+        assert outcome is not None  # the last attempt always tells its outcome
+        again, lost = outcome
         for write in again:  # alone this time: a race lost in a batch is usually won alone
-            lost |= self._transaction([write], first=False)[1]
+            alone = self._transaction([write], first=False)
+            assert alone is not None  # a last attempt
+            lost |= alone[1]
         return lost
 
-    def _transaction(self, writes: list[Write], first: bool) -> tuple[list[Write], set[str]]:
+    def _transaction(self, writes: list[Write], first: bool,
+                     last: bool = True) -> tuple[list[Write], set[str]] | None:
         """One transaction of `writes`, each in its own savepoint: a write that fails is rolled back alone. The
-        writes to try again (those that lost a race, on the first try), and the sessions of the writes lost."""
+        writes to try again (those that lost a race, on the first try), and the sessions of the writes lost; None
+        when the batch failed whole on its connection and may be tried again (not the `last` attempt): nothing
+        of it was told yet."""
         again: list[Write] = []
         failed: dict[int, BaseException] = {}  # by id of the write: lost alone, its own error
         conn = None
@@ -325,6 +346,10 @@ class WriteQueue:
                     conn.execute("ROLLBACK")
             except Exception:  # the connection itself is gone: the backend reconnects for the next batch
                 pass
+            if not last and self._reconnectable(error):
+                get_logger().warning("store_batch_retried", writes=len(writes),
+                                     error=f"{error.__class__.__name__}: {str(error).strip()[:200]}")
+                return None
             self.failed_writes += len(writes)
             get_logger().error("store_write_failed", failed_writes=self.failed_writes,
                                error=f"{error.__class__.__name__}: {error}")

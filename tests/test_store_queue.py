@@ -302,3 +302,49 @@ def test_threads_that_read_and_end_leave_no_connection_open(tmp_path: Path) -> N
         store.close()
     with pytest.raises(Exception):
         store.find_sessions("nobody")
+
+
+class _FlakyConnection:
+    """A writer connection whose first `dies` statements fail as a connection cut would; a record of what ran."""
+
+    def __init__(self, dies: int) -> None:
+        self.dies = dies
+        self.ran: list[str] = []
+
+    def execute(self, sql: str) -> None:
+        if self.dies:
+            self.dies -= 1
+            raise ConnectionError("server closed the connection unexpectedly")
+        self.ran.append(sql)
+
+
+def test_a_batch_whose_connection_failed_is_tried_again_on_a_fresh_one() -> None:
+    """The first write after a database restart meets a dead connection: its batch is tried again whole (the
+    backend reconnects), committed, and its writer is told so; only after `attempts` failures is it lost, and
+    then every write of it hears why."""
+    from proxy.writequeue import WriteQueue
+
+    connections = [_FlakyConnection(dies=1), _FlakyConnection(dies=0)]
+    given: list[_FlakyConnection] = []
+
+    def connection() -> _FlakyConnection:
+        given.append(connections[min(len(given), len(connections) - 1)])
+        return given[-1]
+
+    queue = WriteQueue(connection, reconnectable=lambda error: isinstance(error, ConnectionError), attempts=3)
+    lost: list[set[str]] = []
+    queue.on_failed = lost.append
+    try:
+        assert queue.call(lambda: "written") == "written"
+        assert len(given) == 2 and connections[1].ran[-1] == "COMMIT" and lost == [] and queue.failed_writes == 0
+    finally:
+        queue.close()
+
+    dead = WriteQueue(lambda: _FlakyConnection(dies=99), reconnectable=lambda error: True, attempts=2)
+    outcomes: list[BaseException | None] = []
+    try:
+        dead.submit(lambda: None, ("S",), finished=outcomes.append)
+        dead.flush()
+        assert len(outcomes) == 1 and isinstance(outcomes[0], ConnectionError) and dead.failed_writes == 1
+    finally:
+        dead.close()
