@@ -391,6 +391,9 @@ class Sessions:
         deepest = max((i for i, digest in enumerate(hashes) if digest in nodes), default=-1)
         if deepest >= 0:
             session_id = nodes[hashes[deepest]].session_id
+            # its row was written apart from its messages: if that write was lost (the store cut off as it was
+            # made), every key-scoped read of the conversation would answer 404; made again, or left as it is
+            self.store.create_session(session_id, caller, explicit_session, model, policy)
         else:
             session_id = session_id_for(root, hashes[0], explicit_session)
             named = client_session if explicit_session is None else None

@@ -96,6 +96,33 @@ def test_a_conversation_ingested_twice_never_duplicates_the_ledger(tmp_path: Pat
             engine.store.close()
 
 
+def test_a_session_whose_row_was_lost_gets_it_back_from_its_next_request(tmp_path: Path) -> None:
+    """A session's row is written apart from its messages; when that write was lost (the store cut off as it was
+    made) while the messages landed, every key-scoped read of the conversation answered 404. A replica that reads
+    the conversation from the store (its cache dropped with the lost writes, or another replica) writes it again."""
+    path = store_location(tmp_path / "store.db")
+    messages = conversation(8)
+    first = Engine(Config(), {"tight": POLICY}, open_store(path), COUNTER)
+    try:
+        prepared = first.prepare({"model": "m", "messages": messages[:6]}, "key", None, "tight")
+        first.settle(prepared)
+        first.store.flush()
+    finally:
+        first.store.close()
+    session = prepared.session_id
+    assert session is not None
+    run_sql(path, "DELETE FROM sessions WHERE id = ?", (session,))
+    cold = Engine(Config(), {"tight": POLICY}, open_store(path), COUNTER)
+    try:
+        assert cold.store.session(session, "key") is None
+        again = cold.prepare({"model": "m", "messages": messages[:8]}, "key", None, "tight")
+        cold.settle(again)
+        cold.store.flush()
+        assert again.session_id == session and cold.store.session(session, "key") is not None
+    finally:
+        cold.store.close()
+
+
 @sqlite_only  # a SQLite store of schema 7 (PostgreSQL stores began at schema 10)
 def test_a_store_from_before_unique_yields_keeps_one_of_each_duplicate(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
