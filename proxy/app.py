@@ -31,8 +31,8 @@ from .hashing import key_hash
 from .httpserver import READ_TIMED_OUT
 from .inspect import inspection_routes
 from .jsonbytes import IN_STEPS_OVER_BYTES
-from .logs import configure, get_logger
-from .metrics import Metrics, metrics_routes, provider_label
+from .logs import Throttled, configure, get_logger
+from .metrics import FAIL_OPEN_ERROR, FAIL_OPEN_STORE, Metrics, metrics_routes, provider_label
 from .policy import Policy
 from .priority import lower_thread_priority
 from .reading import ReadingBudget
@@ -40,7 +40,7 @@ from .recall import Resolver
 from .records import ClientSession
 from .report import turn_row
 from .retention import start_retention
-from .storage import Scope, Store, open_store
+from .storage import Scope, Store, StoreUnavailable, open_store
 from .sse import json_object
 from .summarize import Job, summary_text
 from .tokens import TokenCounter
@@ -51,6 +51,7 @@ from .upstream import Reply, Stream, Upstream, context_window, route
 from .validate import SESSION_HEADER, check_model, explicit_session
 
 POLICY_HEADER = "x-workset-policy"
+DEGRADED_HEADER = "x-workset-degraded"  # on an answer workset forwarded as sent because its store did not answer
 BACKLOG_POLL_S = 0.05  # how often a large request waiting for the store's backlog looks again
 SHUTDOWN_WAIT_S = 10.0  # longest wait at shutdown for answered requests' settling and records (they take ms)
 
@@ -73,6 +74,7 @@ class Workset:
     translations: Translations  # each conversation's last request in its wire format, as read (only a cache)
     metrics: Metrics  # counted once per request, as it is logged; served at /metrics
     reading: ReadingBudget  # the bytes of request bodies still arriving, per caller and in all
+    fail_open_log: Throttled  # one line per logging.repeat_s while requests fail open on a store that is down
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, records, summaries)
     optional: set[asyncio.Task[Any]] = field(default_factory=set)  # of those, what shutdown cancels (summaries)
 
@@ -131,11 +133,12 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
     large_workers = ThreadPoolExecutor(config.server.worker_threads, thread_name_prefix="workset-large",
                                        initializer=lower_thread_priority, initargs=(nice,)) if nice else workers
     metrics = Metrics({policy.name for policy in policies.values()}, store.size_bytes, store.queued_writes,
-                      lambda: len(engine.sessions.cache.all()))
+                      lambda: len(engine.sessions.cache.all()), lambda: not store.unavailable())
     translations = Translations(config.cache.max_sessions, config.cache.max_read_chars)
     workset = Workset(config, engine, upstream, store, workers, large_workers, inspectors,
                       TurnsPerKey(config.server.inspections_per_key), translations, metrics,
-                      ReadingBudget(config.server.max_reading_bytes, config.server.max_reading_bytes_per_caller))
+                      ReadingBudget(config.server.max_reading_bytes, config.server.max_reading_bytes_per_caller),
+                      Throttled(config.logging.repeat_s))
     log = get_logger()
 
     @asynccontextmanager
@@ -187,9 +190,10 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
 
     async def health(request: Request) -> Response:
         """200 either way: a replica whose store is cut off still forwards every request (as sent), so a load
-        balancer must keep it; "degraded" and why tell the operator."""
-        problem = await workset.run(store.unavailable)
-        return json_response(200, {"status": "degraded", "store": problem} if problem else {"status": "ok"})
+        balancer must keep it. The store is asked for real; "degraded" tells the operator, the driver's words go to
+        the log only (this route needs no key)."""
+        problem = await workset.run(store.unavailable, True)
+        return json_response(200, {"status": "degraded", "store": "down"} if problem else {"status": "ok"})
 
     routes = [
         HttpRoute("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -284,7 +288,7 @@ async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
             result = await _answer_recall(workset, edge, admitted, large, caller_key, client_headers, query, result,
                                           fields)
         headers = _workset_headers(prepared, admitted.explicit, fields["workset_ms"] + fields["deferred_ms"],
-                                   fields["queued_ms"])
+                                   fields["queued_ms"], fields.get("fail_open"))
     except WorksetError as error:
         fields.update(status=error.status, error=error.message)
         _log_request(workset.metrics, log, fields, started)
@@ -396,7 +400,7 @@ def _admitted(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, st
     try:
         outgoing = edge.render(body, prepared)
     except Exception as error:  # fail open: the request as the client sent it
-        _failed_open(error, model, fields)
+        _failed_open(workset, error, model, fields)
         prepared = replace(prepared, rewritten=False, note="fail open", recall=False)
         outgoing = body
     return Admitted(target, explicit, prepared, outgoing)
@@ -414,7 +418,7 @@ def _prepare(workset: Workset, edge: Edge, body: dict[str, Any], caller: str, ex
     except WorksetError:
         raise  # the client's own error (a malformed message): a 400, not a workset failure
     except Exception as error:  # fail open by design: the agent must never pay for a workset bug
-        _failed_open(error, body.get("model"), fields)
+        _failed_open(workset, error, body.get("model"), fields)
         try:
             original = sum(workset.engine.counter.message(m) for m in (internal or body)["messages"])
         except Exception:
@@ -434,7 +438,7 @@ def _handoff(workset: Workset, edge: Edge, body: dict[str, Any], conversation: d
     except WorksetError:
         raise
     except Exception as error:  # fail open
-        _failed_open(error, body.get("model"), fields)
+        _failed_open(workset, error, body.get("model"), fields)
         return None
     note = "compaction answered by workset"
     fields["note"] = note
@@ -448,9 +452,19 @@ def _as_sent(workset: Workset, body: dict[str, Any], policy_name: str | None, no
     return Prepared(body, session, policy, 0, 0, note=note)
 
 
-def _failed_open(error: Exception, model: Any, fields: dict[str, Any]) -> None:
+def _failed_open(workset: Workset, error: Exception, model: Any, fields: dict[str, Any]) -> None:
+    """The request goes out as the client sent it. A store that does not answer is said once when it goes down
+    (by the store) and here at most once per logging.repeat_s; any other failure is a bug of workset's: logged
+    with its traceback."""
+    if isinstance(error, StoreUnavailable):
+        fields["fail_open"] = FAIL_OPEN_STORE
+        held = workset.fail_open_log.passes()
+        if held is not None:
+            get_logger().warning("fail_open", reason=FAIL_OPEN_STORE, model=model, held_back=held,
+                                 error=f"{error.__class__.__name__}: {str(error)[:200]}")
+        return
+    fields["fail_open"] = FAIL_OPEN_ERROR
     get_logger().error("workset_step_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True, model=model)
-    fields["fail_open"] = True
 
 
 async def _answer_recall(workset: Workset, edge: Edge, admitted: Admitted, large: bool, caller_key: str | None,
@@ -573,7 +587,8 @@ async def _logged_stream(metrics: Metrics, stream: Stream, log: Any, fields: dic
         finished()
 
 
-def _workset_headers(prepared: Prepared, explicit: str | None, own_ms: float, queued_ms: float) -> dict[str, str]:
+def _workset_headers(prepared: Prepared, explicit: str | None, own_ms: float, queued_ms: float,
+                     failed_open: str | None = None) -> dict[str, str]:
     headers = {
         "x-workset-tokens-original": str(prepared.tokens_original),
         "x-workset-tokens-sent": str(prepared.tokens_sent),
@@ -586,6 +601,8 @@ def _workset_headers(prepared: Prepared, explicit: str | None, own_ms: float, qu
         headers[SESSION_HEADER] = session
     if prepared.compacted:
         headers["x-workset-compacted"] = "1"
+    if failed_open == FAIL_OPEN_STORE:  # forwarded as sent: the store did not answer (a session id may be echoed)
+        headers[DEGRADED_HEADER] = "store"
     return headers
 
 

@@ -42,6 +42,12 @@ class WorksetError(Exception):
         return json_response(self.status, self.body(), self.headers)
 
 
+def store_down() -> WorksetError:
+    """What a view of the store answers while the store does not (a 503 the client may retry)."""
+    return WorksetError(503, "workset's store does not answer now; requests to the provider still go through",
+                        "server_error", "store_unavailable", headers={"retry-after": RETRY_AFTER_S})
+
+
 def bad_request(message: str, param: str | None = None, code: str = "invalid_request") -> WorksetError:
     return WorksetError(400, message, "invalid_request_error", code, param)
 

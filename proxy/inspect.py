@@ -14,14 +14,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .auth import caller_key, require_workset_key
-from .errors import WorksetError, bad_request, error_body, json_response
+from .errors import WorksetError, bad_request, error_body, json_response, store_down
 from .hashing import REF_LENGTH, key_hash
 from .logs import get_logger
 from .messages import message_text
 from .records import Message
 from .session import path_state
 from .state import TaskState, state_snapshot
-from .storage import Store
+from .storage import Store, StoreUnavailable
 from .workingset import first_user
 
 if TYPE_CHECKING:
@@ -144,7 +144,9 @@ def _endpoint(workset: Workset, view: View) -> Callable[[Request], Awaitable[Res
             caller = key_hash(key)
             return json_response(200, await workset.inspect(caller, _settled_view, workset, view, caller, request))
         except WorksetError as error:
-            return json_response(error.status, error.body())
+            return error.response()
+        except StoreUnavailable:  # the store's outage is logged where it is found: a 503 to retry
+            return store_down().response()
         except Exception as error:  # a store fault: answered in OpenAI's format, and logged
             get_logger().error("inspection_failed", path=request.url.path, exc_info=True,
                                error=f"{error.__class__.__name__}: {error}")

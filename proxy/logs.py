@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import math
 import sys
+import threading
+import time
 
 import structlog
 
@@ -36,3 +39,24 @@ class _CurrentStderr:
 
 def get_logger() -> structlog.typing.FilteringBoundLogger:
     return structlog.get_logger("workset")
+
+
+class Throttled:
+    """A log line that may repeat for every request (a failed-open request while the store is down) let through at
+    most once per `every_s` seconds, with the number held back since the last one."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s = every_s
+        self._lock = threading.Lock()
+        self._last = -math.inf
+        self._held = 0
+
+    def passes(self) -> int | None:
+        """The lines held back before this one when it may be written now; None when it is held back too."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last < self.every_s:
+                self._held += 1
+                return None
+            held, self._held, self._last = self._held, 0, now
+            return held

@@ -28,6 +28,8 @@ NONE = "none"  # no value yet (a request refused before its policy was known)
 ROUTES = frozenset({edge.name for edge in (CHAT, MESSAGES, COUNT_TOKENS, RESPONSES, RESPONSES_COMPACT)}
                    | {"embeddings"})
 REASONS = frozenset({"budget", "phase", "client"})  # the first word of a compaction's reason
+FAIL_OPEN_STORE, FAIL_OPEN_ERROR = "store", "error"  # why a request failed open (log field and label)
+FAIL_OPEN_REASONS = frozenset({FAIL_OPEN_STORE, FAIL_OPEN_ERROR})
 # litellm's provider names for the providers people run workset in front of. A deployment's provider can come from
 # the client's model name (model_name "*" -> "*"), so anything else is "other".
 PROVIDERS = frozenset({
@@ -62,7 +64,7 @@ class Metrics:
 
     def __init__(self, policies: Iterable[str], store_bytes: Callable[[], int] = lambda: 0,
                  queued_writes: Callable[[], int] = lambda: 0,
-                 sessions_cached: Callable[[], int] = lambda: 0) -> None:
+                 sessions_cached: Callable[[], int] = lambda: 0, store_up: Callable[[], bool] = lambda: True) -> None:
         self.registry = CollectorRegistry()
         self._policies = frozenset(policies)  # the loaded presets: fixed at start-up
         self._failed = False  # a metrics bug is logged once, not on every request
@@ -102,7 +104,10 @@ class Metrics:
         self.upstream_errors = Counter("workset_upstream_errors_total", "forwarded requests the provider answered "
                                        "with an error, or workset with 502/504 for it", ("provider", "status"),
                                        registry=registry)
-        registry.register(_Gauges(store_bytes, queued_writes, sessions_cached))
+        self.failed_open = Counter("workset_failed_open_total", "requests forwarded as sent because workset failed: "
+                                   "its store did not answer (store), or a step of its own failed (error)",
+                                   ("reason",), registry=registry)
+        registry.register(_Gauges(store_bytes, queued_writes, sessions_cached, store_up))
 
     def request(self, fields: Mapping[str, Any]) -> None:
         """Count one request from its final log fields (see proxy.app: _exchange, _embeddings). Never raises."""
@@ -136,6 +141,9 @@ class Metrics:
                 self.tokens_saved.labels(route, policy).inc(tokens_in - tokens_sent)
             elif tokens_sent > tokens_in:
                 self.tokens_added.labels(route, policy).inc(tokens_sent - tokens_in)
+        failed_open = fields.get("fail_open")
+        if failed_open:
+            self.failed_open.labels(_label(failed_open, FAIL_OPEN_REASONS)).inc()
         reason = fields.get("compaction")
         if reason:
             self.compactions.labels(_reason(str(reason))).inc()
@@ -177,11 +185,13 @@ class _Gauges(Collector):
     """Figures read at scrape time rather than kept up to date on every request."""
 
     def __init__(self, store_bytes: Callable[[], int], queued_writes: Callable[[], int],
-                 sessions_cached: Callable[[], int]) -> None:
-        self._gauges = (
+                 sessions_cached: Callable[[], int], store_up: Callable[[], bool]) -> None:
+        self._gauges: tuple[tuple[str, str, Callable[[], float]], ...] = (
             ("workset_store_bytes", "size of the SQLite store on disk, write-ahead log included", store_bytes),
             ("workset_store_write_queue", "store writes queued for the writer thread", queued_writes),
             ("workset_sessions_cached", "conversation branches held in memory", sessions_cached),
+            ("workset_store_up", "1 while the store answers, 0 while requests go out as sent because it does not",
+             lambda: float(store_up())),
         )
 
     def collect(self) -> Iterator[Metric]:

@@ -20,6 +20,7 @@ import json
 import re
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ class Recorded:
     # Set (from the server thread) when the client went away before a Hang or a stream finished,
     # so tests can wait for "the proxy aborted its upstream call".
     disconnected: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    at: float = field(default_factory=time.monotonic, compare=False)  # when it arrived (the test's clock)
 
 
 @dataclass

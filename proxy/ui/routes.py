@@ -11,9 +11,10 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import WorksetError
+from ..errors import WorksetError, store_down
 from ..inspect import evidence_view, find_session, session_view, settled_reads
 from ..logs import get_logger
+from ..storage import StoreUnavailable
 from ..report import TurnNotFound, savings, session_total, session_turns, turn_detail
 from ..storage import Scope, Store
 from .access import (LoginRequired, Viewer, form_fields, logged_in, logged_out, request_key, safe_next, same_origin,
@@ -101,6 +102,9 @@ def _page(workset: Workset, render: Render) -> Callable[[Request], Awaitable[Res
             return _login_page(401, str(refused), _here(request), failed=key is not None)
         try:
             status, body = await workset.inspect(viewer.key_hash, _rendered, workset, render, viewer, request)
+        except StoreUnavailable:  # its outage is logged where it is found: a page that says so, to reload
+            down = store_down()
+            return _html(503, error_page(503, down.message, viewer), down.headers)
         except Exception as error:  # a store fault: a page that says so, and a log line
             get_logger().error("ui_failed", path=request.url.path, exc_info=True,
                                error=f"{error.__class__.__name__}: {error}")
