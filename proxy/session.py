@@ -24,7 +24,7 @@ from .messages import PINNED_ROLES, is_tool_result
 from .observations import NO_OBSERVATIONS, ObservationMatcher
 from .records import Action, ClientSession, Fact, Message
 from .state import TaskState, fact_key
-from .storage import NewMessage, NodeRow, Scope, Store
+from .storage import NewMessage, NodeRow, Scope, Store, StoreUnavailable
 from .tokens import TokenCounter
 from .workingset import BuiltPrefix, Conversation, Epoch, Pairing, first_user
 
@@ -228,7 +228,10 @@ class Sessions:
         self.ingest = ingest  # how much of each message extraction reads, and for how long
         self.extractor: Extractor = extractor or InlineExtractor()
         self.cache = BranchCache(max_branches, max_tokens)
-        store.on_lost_writes(self.forget_sessions)
+        store.on_lost_writes(self.writes_lost)
+        # sessions whose writes were lost (the store failed): their next request stores what it shows first
+        self._catching_up: set[str] = set()
+        self._catching_up_lock = threading.Lock()
         # A fixed set of locks, a tree hashed to one: bounded memory; two trees sharing a stripe only wait in turn.
         self._stripes = [threading.RLock() for _ in range(lock_stripes)]
 
@@ -307,6 +310,7 @@ class Sessions:
                     self.settle(old)
                 except Exception as error:  # its messages come again with its conversation's next request
                     get_logger().error("ingest_failed", error=f"{error.__class__.__name__}: {error}", exc_info=True)
+            self._catch_up(branch)
             try:
                 yield Resolved(branch, new)
             finally:
@@ -315,6 +319,31 @@ class Sessions:
 
     def forget(self, branch: Branch) -> None:
         self.cache.drop(branch)
+
+    def writes_lost(self, ids: Collection[str]) -> None:
+        """The store lost these sessions' writes (it failed as they were made): their cached branches go (the store
+        is the truth), and each one's next request stores the path again before it builds (see _catch_up)."""
+        with self._catching_up_lock:
+            self._catching_up.update(ids)
+        self.forget_sessions(ids)
+
+    def _catch_up(self, branch: Branch) -> None:
+        """A branch of a session whose writes were lost is read again from the store, and what the store missed
+        comes as new messages: they are extracted and stored now, before the working set is built, so that no ref
+        it shows names content the store does not hold. If the store loses them again, StoreUnavailable: the
+        request goes out as sent, showing no ref."""
+        sessions = set(branch.scope().sessions)
+        with self._catching_up_lock:
+            behind = sessions & self._catching_up
+            self._catching_up -= behind
+        if not behind:
+            return
+        self.settle(branch)
+        self.store.flush(sessions)
+        with self._catching_up_lock:
+            if sessions & self._catching_up:
+                raise StoreUnavailable("the store lost this conversation's writes again as it caught up")
+        get_logger().info("session_caught_up", session=branch.session_id, messages=len(branch.messages))
 
     def forget_sessions(self, ids: Collection[str]) -> None:
         """Drop the cached branches of these sessions: the store is the truth (they were deleted, or their writes

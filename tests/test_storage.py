@@ -123,6 +123,50 @@ def test_a_session_whose_row_was_lost_gets_it_back_from_its_next_request(tmp_pat
         cold.store.close()
 
 
+def test_after_lost_writes_the_next_request_stores_its_path_before_it_shows_a_ref(tmp_path: Path) -> None:
+    """A request's writes were lost (the store failed after its working set went out). The conversation's next
+    request finds what the store missed as new messages and stores them before its working set is built: every
+    ref that working set shows answers at once. If the store loses them again, the request fails open."""
+    import re
+
+    from proxy.storage import StoreUnavailable
+
+    path = store_location(tmp_path / "store.db")
+    messages = conversation(40)
+    engine = Engine(Config(), {"tight": POLICY}, open_store(path), COUNTER)
+    store = engine.store
+    try:
+        for end in (6, 24):
+            prepared = engine.prepare({"model": "m", "messages": messages[:end]}, "key", None, "tight")
+            engine.settle(prepared)
+            store.flush()
+        session = prepared.session_id
+        assert session is not None
+        # the second request's writes never landed: its rows are gone, and the writer said so
+        lost = [row[0] for row in run_sql(path, "SELECT hash FROM messages WHERE session_id = ? AND depth >= 6",
+                                          (session,))]
+        assert lost
+        for table, column in (("facts", "node"), ("actions", "node"), ("evidence", "node"), ("messages", "hash")):
+            for node in lost:
+                run_sql(path, f"DELETE FROM {table} WHERE {column} = ?", (node,))
+        engine.sessions.writes_lost({session})
+        again = engine.prepare({"model": "m", "messages": messages}, "key", None, "tight")  # not settled yet
+        stored = run_sql(path, "SELECT count(*) FROM messages WHERE session_id = ?", (session,))[0][0]
+        assert again.session_id == session and again.compacted and stored == len(messages), stored
+        refs = set(re.findall(r"\[ref:([0-9a-f]{12})\]", json.dumps(again.body["messages"])))
+        assert refs and all(store.evidence_by_ref(ref, "key") is not None for ref in refs), refs
+        # lost again as it caught up: forwarded as sent
+        engine.sessions.writes_lost({session})
+        original = store.flush
+        store.flush = lambda *args, **kwargs: (original(*args, **kwargs),  # type: ignore[method-assign]
+                                               engine.sessions.writes_lost({session}))[0]
+        with pytest.raises(StoreUnavailable):
+            engine.prepare({"model": "m", "messages": messages + [{"role": "user", "content": "go on"}]},
+                           "key", None, "tight")
+    finally:
+        store.close()
+
+
 @sqlite_only  # a SQLite store of schema 7 (PostgreSQL stores began at schema 10)
 def test_a_store_from_before_unique_yields_keeps_one_of_each_duplicate(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
