@@ -23,16 +23,18 @@ from . import recall
 from .accounting import Usage, UsageTap, account, prices_for, usage_of
 from .auth import caller_key as _caller_key
 from .config import Config
+from .decisions import as_sent
 from .edges import CHAT, COUNT_TOKENS, MESSAGES, RESPONSES, RESPONSES_COMPACT, Edge, openai_route
 from .engine import Engine, Prepared, UnknownPolicy
 from .extractors import Extractor, InlineExtractor, ProcessExtractor
 from .errors import WorksetError, error_body, json_response
-from .hashing import key_hash
+from .hashing import chain, key_hash, root_hash
 from .httpserver import READ_TIMED_OUT
 from .inspect import inspection_routes
 from .jsonbytes import IN_STEPS_OVER_BYTES
 from .logs import Throttled, configure, get_logger
 from .metrics import FAIL_OPEN_ERROR, FAIL_OPEN_STORE, Metrics, metrics_routes, provider_label
+from .missed import MissedTurn, MissedTurns
 from .policy import Policy
 from .priority import lower_thread_priority
 from .reading import ReadingBudget
@@ -51,6 +53,7 @@ from .upstream import Reply, Stream, Upstream, context_window, route
 from .validate import SESSION_HEADER, check_model, explicit_session
 
 POLICY_HEADER = "x-workset-policy"
+STORE_DOWN_NOTE = "forwarded as sent: the store did not answer"
 DEGRADED_HEADER = "x-workset-degraded"  # on an answer workset forwarded as sent because its store did not answer
 BACKLOG_POLL_S = 0.05  # how often a large request waiting for the store's backlog looks again
 SHUTDOWN_WAIT_S = 10.0  # longest wait at shutdown for answered requests' settling and records (they take ms)
@@ -75,6 +78,7 @@ class Workset:
     metrics: Metrics  # counted once per request, as it is logged; served at /metrics
     reading: ReadingBudget  # the bytes of request bodies still arriving, per caller and in all
     fail_open_log: Throttled  # one line per logging.repeat_s while requests fail open on a store that is down
+    missed: MissedTurns  # records of those requests, until their conversation reaches the store again
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # background work in flight (settling, records, summaries)
     optional: set[asyncio.Task[Any]] = field(default_factory=set)  # of those, what shutdown cancels (summaries)
 
@@ -138,7 +142,7 @@ def create_app(config: Config, policies: dict[str, Policy], store_location: str 
     workset = Workset(config, engine, upstream, store, workers, large_workers, inspectors,
                       TurnsPerKey(config.server.inspections_per_key), translations, metrics,
                       ReadingBudget(config.server.max_reading_bytes, config.server.max_reading_bytes_per_caller),
-                      Throttled(config.logging.repeat_s))
+                      Throttled(config.logging.repeat_s), MissedTurns(config.store.missed_records))
     log = get_logger()
 
     @asynccontextmanager
@@ -232,6 +236,8 @@ class Admitted:
     answer: Reply | Stream | None = None  # answered by workset itself: nothing goes to the provider
     sent: dict[str, Any] | None = None  # outgoing with its JSON made ahead (Edge.encoded_for): what goes out first
     large: bool = False  # the client's body was large: what goes out is written in steps (recall rounds too)
+    # forwarded as sent because the store did not answer: its conversation tree and path, for its record
+    missed: tuple[str, list[str]] | None = None
 
 
 async def _exchange(workset: Workset, request: Request, edge: Edge) -> Response:
@@ -312,11 +318,27 @@ def _record_turn(workset: Workset, edge: Edge, admitted: Admitted, fields: dict[
     """Store the request's decision record with its accounting, once the answer is complete. Queued as it is: the
     row (reading the provider's usage parses its answer) is made by the store's writer thread, off the request's path,
     and a reader that flushes the store sees it. A request workset forwarded without building a working set (fail
-    open, a compaction it answered itself, a token count) has no record."""
+    open, a compaction it answered itself, a token count) has no record, but for those the store did not answer:
+    theirs wait (Workset.missed) for their conversation's next request that reaches it, and are written first."""
     prepared = admitted.prepared
+    if admitted.missed is not None:
+        root, hashes = admitted.missed
+        forwarded = replace(prepared, decision=as_sent(hashes, STORE_DOWN_NOTE), note=STORE_DOWN_NOTE)
+        workset.missed.add(root, MissedTurn(time.time(), _turn_row(workset, edge, admitted, forwarded, fields, usage)))
+        return
     decision = prepared.decision
     if decision is None or prepared.session_id is None or not edge.model_turn:
         return
+    if prepared.branch is not None:
+        for missed in workset.missed.take(prepared.branch.root):
+            workset.store.add_turn(prepared.session_id, missed.row, {}, missed.created_at)
+    workset.store.add_turn(prepared.session_id, _turn_row(workset, edge, admitted, prepared, fields, usage),
+                           decision.made)
+
+
+def _turn_row(workset: Workset, edge: Edge, admitted: Admitted, prepared: Prepared, fields: dict[str, Any],
+              usage: Callable[[], Usage | None]) -> Callable[[], dict[str, Any]]:
+    """The stored row of a request's record, made when the writer writes it (reading usage parses the answer)."""
     config = workset.config
     model = str(fields.get("model", ""))
 
@@ -331,7 +353,7 @@ def _record_turn(workset: Workset, edge: Edge, admitted: Admitted, fields: dict[
         workset.metrics.accounted(edge.name, prepared.policy, figures.cached, figures.written)
         return turn_row(edge.name, model, prepared, figures, fields)
 
-    workset.store.add_turn(prepared.session_id, row, decision.made)
+    return row
 
 
 async def _wait_for_backlog(workset: Workset, fields: dict[str, Any]) -> None:
@@ -396,14 +418,19 @@ def _admitted(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, st
     if passthrough:
         fields["note"] = passthrough
         return Admitted(target, explicit, _as_sent(workset, body, policy_name, passthrough), body)
-    prepared = _prepare(workset, edge, body, key_hash(caller_key), explicit, client, policy_name, fields)
+    caller = key_hash(caller_key)
+    prepared = _prepare(workset, edge, body, caller, explicit, client, policy_name, fields)
     try:
         outgoing = edge.render(body, prepared)
     except Exception as error:  # fail open: the request as the client sent it
         _failed_open(workset, error, model, fields)
         prepared = replace(prepared, rewritten=False, note="fail open", recall=False)
         outgoing = body
-    return Admitted(target, explicit, prepared, outgoing)
+    missed = None
+    if fields.get("fail_open") == FAIL_OPEN_STORE and edge.model_turn:
+        root = root_hash(caller, explicit, client.tree if client else None)
+        missed = (root, chain(root, prepared.body.get("messages") or []))
+    return Admitted(target, explicit, prepared, outgoing, missed=missed)
 
 
 def _prepare(workset: Workset, edge: Edge, body: dict[str, Any], caller: str, explicit: str | None,

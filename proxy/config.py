@@ -141,6 +141,12 @@ class StoreSettings:
         1.0, "PostgreSQL: a pooled connection that sat idle this long is checked (an empty query) before it is "
              "handed out, and when one is found broken every idle one is checked: connections that died while idle "
              "(a database restart) are replaced, not used", min=0.0)
+    missed_records: int = setting(
+        10000, "records of requests forwarded as sent while the store was down, kept in memory until their "
+               "conversation's next request writes them (the oldest go beyond this)", min=0)
+    parked_writes: int = setting(
+        10000, "PostgreSQL: writes lost while the database was away (their batch failed on its connection) kept in "
+               "memory, with at most max_backlog_chars of evidence, and written once it answers again", min=0)
     write_attempts: int = setting(
         3, "PostgreSQL: tries of a batch of writes whose connection failed, each on a fresh connection, retry_s "
            "times the tries so far apart, before its writes are lost (their conversations then catch up at their "

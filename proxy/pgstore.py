@@ -159,6 +159,7 @@ class PostgresStore(SqlStore):
         super().__init__(WriteQueue(self._writer_connection, retryable=_lost_race, reconnectable=_connection_lost,
                                     attempts=settings.write_attempts, pause_s=settings.retry_s,
                                     large_write=settings.large_write_chars))
+        self.queue.max_parked, self.queue.max_parked_chars = settings.parked_writes, settings.max_backlog_chars
 
     # --- connections and outages ------------------------------------------------------------------------------
 

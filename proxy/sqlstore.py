@@ -99,7 +99,9 @@ class SqlStore:
         self._on_recovered = listener
 
     def came_back(self) -> None:
-        """The backend found the store answering again after it was down."""
+        """The backend found the store answering again after it was down: the writes lost meanwhile are queued
+        again, then the listener hears of it."""
+        self.queue.replay()
         try:
             self._on_recovered()
         except Exception:  # a listener's failure must not stop the backend's own recovery
@@ -538,10 +540,14 @@ class SqlStore:
 
     # --- turns: decision records and accounting -------------------------------------------------------------
 
-    def add_turn(self, session_id: str, row: Callable[[], dict[str, Any]], made: dict[str, bytes]) -> None:
+    def add_turn(self, session_id: str, row: Callable[[], dict[str, Any]], made: dict[str, bytes],
+                 created_at: float | None = None) -> None:
         """A forwarded request's row, numbered in its session as it is written, and the messages workset wrote for it
-        that the session does not hold yet. `row()` is called on the writer thread (it may parse an answer)."""
+        that the session does not hold yet. `row()` is called on the writer thread (it may parse an answer).
+        `created_at`: when the request was made, if not now (a record written once the store answered again)."""
         shown = [(session_id, key, body) for key, body in made.items()]
+
+        made_at = created_at or time.time()
 
         def write() -> None:
             figures = row()
@@ -549,7 +555,7 @@ class SqlStore:
             self._number_turns(session_id)
             self._exec(
                 f"INSERT INTO turns (n, {', '.join(names)}) SELECT coalesce(max(n), 0) + 1, {marks(len(names))}"
-                " FROM turns WHERE session_id = ?", (session_id, time.time(), *figures.values(), session_id))
+                " FROM turns WHERE session_id = ?", (session_id, made_at, *figures.values(), session_id))
             if shown:
                 self._exec_many(f"INSERT INTO shown (session_id, hash, body) VALUES (?, ?, {self.JSON_TEXT})"
                                 " ON CONFLICT DO NOTHING", shown)

@@ -224,7 +224,8 @@ class Store(Protocol):
         """A compaction took the job's summary in."""
 
     # --- decision records and accounting ----------------------------------------------------------------------------
-    def add_turn(self, session_id: str, row: Callable[[], dict[str, Any]], made: dict[str, bytes]) -> None: ...
+    def add_turn(self, session_id: str, row: Callable[[], dict[str, Any]], made: dict[str, bytes],
+                 created_at: float | None = None) -> None: ...
 
     def turns(self, session_id: str, columns: Sequence[str], first: int = 1,
               last: int | None = None) -> list[dict[str, Any]]: ...

@@ -177,6 +177,11 @@ class WriteQueue:
         self._writer: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self.failed_writes = 0
+        # writes of batches lost while the database was away, queued again when it answers (see _park)
+        self._parked: deque[Write] = deque()
+        self._parked_size = 0
+        self.max_parked = 0
+        self.max_parked_chars = 0
 
     def submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (),
                nodes: tuple[tuple[str, str | None, NodeRow], ...] = (),
@@ -229,6 +234,32 @@ class WriteQueue:
 
         self.submit(run, finished=finished)
         return done.result()
+
+    def _park(self, writes: list[Write]) -> int:
+        """Keep the writes of a batch that failed on its connection (the database away), to be queued again once
+        it answers (`replay`): those no caller waits on (a queued call is told its failure), within `max_parked`
+        writes and `max_parked_chars` of evidence. How many were kept."""
+        kept = 0
+        with self._lanes:
+            for write in writes:
+                if write.finished is not _untold or len(self._parked) >= self.max_parked or \
+                        self._parked_size + write.size > self.max_parked_chars:
+                    continue
+                self._parked.append(write)
+                self._parked_size += write.size
+                kept += 1
+        return kept
+
+    def replay(self) -> int:
+        """Queue again, in their order, the writes kept when the database was away (it answers again): a batch
+        lost whole was rolled back, so each is written once. How many."""
+        with self._lanes:
+            parked, self._parked, self._parked_size = list(self._parked), deque(), 0
+        for write in parked:
+            self.submit(write.run, write.sessions, write.nodes, tables=write.tables, size=write.size)
+        if parked:
+            get_logger().info("store_writes_replayed", writes=len(parked))
+        return len(parked)
 
     def close(self) -> None:
         if self._writer is not None:
@@ -350,8 +381,9 @@ class WriteQueue:
                 get_logger().warning("store_batch_retried", writes=len(writes),
                                      error=f"{error.__class__.__name__}: {str(error).strip()[:200]}")
                 return None
-            self.failed_writes += len(writes)
-            get_logger().error("store_write_failed", failed_writes=self.failed_writes,
+            parked = self._park(writes) if self._reconnectable(error) else 0
+            self.failed_writes += len(writes) - parked
+            get_logger().error("store_write_failed", failed_writes=self.failed_writes, parked=parked,
                                error=f"{error.__class__.__name__}: {error}")
             for write in writes:  # those that never ran too: a caller waiting on one must not wait forever
                 write.finished(error)

@@ -348,3 +348,34 @@ def test_a_batch_whose_connection_failed_is_tried_again_on_a_fresh_one() -> None
         assert len(outcomes) == 1 and isinstance(outcomes[0], ConnectionError) and dead.failed_writes == 1
     finally:
         dead.close()
+
+
+def test_writes_lost_while_the_database_was_away_are_written_once_it_answers() -> None:
+    """A batch that failed on its connection every time is kept (no caller waits on it; a queued call is told its
+    failure) and queued again, in order, when the store answers again: written once, not lost."""
+    from proxy.writequeue import WriteQueue
+
+    up = threading.Event()
+    written: list[str] = []
+
+    class Database:
+        def execute(self, sql: str) -> None:
+            if not up.is_set():
+                raise ConnectionError("connection refused")
+
+    queue = WriteQueue(Database, reconnectable=lambda error: isinstance(error, ConnectionError), attempts=2)
+    queue.max_parked, queue.max_parked_chars = 10, 1000
+    told: list[BaseException | None] = []
+    try:
+        queue.submit(lambda: written.append("turn 1"), ("S",))
+        queue.submit(lambda: written.append("turn 2"), ("S",))
+        queue.submit(lambda: written.append("claim"), ("S",), finished=told.append)
+        queue.flush()
+        assert written == [] and len(told) == 1 and isinstance(told[0], ConnectionError)
+        up.set()
+        assert queue.replay() == 2
+        queue.flush()
+        assert written == ["turn 1", "turn 2"] and queue.failed_writes == 1  # the call, told
+        assert queue.replay() == 0
+    finally:
+        queue.close()
