@@ -135,8 +135,9 @@ class StoreSettings:
     timeout_s: float = setting(
         2.0, "PostgreSQL: longest wait for a connection or a statement; then the request goes out as sent", min=0.1)
     retry_s: float = setting(
-        1.0, "PostgreSQL: while the database does not answer, how often it is probed with a fresh connection; "
-             "requests go out as sent until a probe succeeds, then the store is up again at once", min=0.1)
+        1.0, "while the store does not answer (PostgreSQL: the database; SQLite: its file cannot be written), how "
+             "often it is probed (a fresh connection; a write); it is up again at the first probe that succeeds",
+        min=0.1)
     check_idle_s: float = setting(
         1.0, "PostgreSQL: a pooled connection that sat idle this long is checked (an empty query) before it is "
              "handed out, and when one is found broken every idle one is checked: connections that died while idle "
@@ -145,12 +146,13 @@ class StoreSettings:
         10000, "records of requests forwarded as sent while the store was down, kept in memory until their "
                "conversation's next request writes them (the oldest go beyond this)", min=0)
     parked_writes: int = setting(
-        10000, "PostgreSQL: writes lost while the database was away (their batch failed on its connection) kept in "
-               "memory, with at most max_backlog_chars of evidence, and written once it answers again", min=0)
+        10000, "writes lost while the store was down (their batch failed on its connection, or the file refused "
+               "it) kept in memory, with at most max_backlog_chars of evidence, and written once it answers again",
+        min=0)
     write_attempts: int = setting(
-        3, "PostgreSQL: tries of a batch of writes whose connection failed, each on a fresh connection, retry_s "
-           "times the tries so far apart, before its writes are lost (their conversations then catch up at their "
-           "next request)", min=1, max=10)
+        3, "tries of a batch of writes whose connection failed (or whose file refused it), each on the connection "
+           "then given (a fresh one), retry_s times the tries so far apart, before its writes are kept for later "
+           "(parked_writes) and the store is down", min=1, max=10)
     lock_timeout_s: float = setting(
         10.0, "PostgreSQL: longest wait for another replica to finish building a request of the same conversation",
         min=0.1)

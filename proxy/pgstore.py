@@ -27,7 +27,7 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool
 
 from .config import StoreSettings
-from .logs import get_logger
+from .outage import Outage
 from .sqlstore import SCHEMA_VERSION, SqlStore
 from .storage import StoreUnavailable, without_password
 from .writequeue import WriteQueue
@@ -130,10 +130,7 @@ class PostgresStore(SqlStore):
     def __init__(self, url: str, settings: StoreSettings = StoreSettings()) -> None:
         self.url = url
         self.settings = settings
-        self._down_since = 0.0  # monotonic time the database stopped answering (0: it answers)
-        self._down_why = ""
-        self._state_lock = threading.Lock()
-        self._closed = threading.Event()
+        self._outage = Outage(without_password(url), settings.retry_s, self._reopen, self.came_back)
         # when each pooled connection was last given back (a connection idle longer is checked before it is used)
         self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
         # The pool logs each failed reconnection in plain text; the store's own log says when it went down and why.
@@ -159,7 +156,7 @@ class PostgresStore(SqlStore):
         super().__init__(WriteQueue(self._writer_connection, retryable=_lost_race, reconnectable=_connection_lost,
                                     attempts=settings.write_attempts, pause_s=settings.retry_s,
                                     large_write=settings.large_write_chars))
-        self.queue.max_parked, self.queue.max_parked_chars = settings.parked_writes, settings.max_backlog_chars
+        self.queue.keep_lost(settings.parked_writes, settings.max_backlog_chars, self._went_down)
 
     # --- connections and outages ------------------------------------------------------------------------------
 
@@ -193,17 +190,12 @@ class PostgresStore(SqlStore):
     def unavailable(self, probe: bool = False) -> str:
         """Why the database does not answer ("" when it does). With `probe`, a store that is up is asked for real
         (a statement through the pool), which marks it down if it does not answer."""
-        if probe and not self._down_since:
+        if probe and not self._outage.why:
             try:
                 self._fetch("SELECT 1", ())
             except StoreUnavailable:
                 pass
-        return self._down_why if self._down_since else ""
-
-    def down_for(self) -> float:
-        """Seconds since the database stopped answering (0: it answers)."""
-        since = self._down_since
-        return time.monotonic() - since if since else 0.0
+        return self._outage.why
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -213,8 +205,9 @@ class PostgresStore(SqlStore):
             yield conn
 
     def _check_down(self) -> None:
-        if self._down_since:
-            raise StoreUnavailable(f"store unavailable for {self.down_for():.1f} s ({self._down_why})")
+        why = self._outage.why
+        if why:
+            raise StoreUnavailable(f"store unavailable for {self._outage.down_for():.1f} s ({why})")
 
     @contextmanager
     def _outages(self) -> Iterator[None]:
@@ -239,39 +232,23 @@ class PostgresStore(SqlStore):
         return True
 
     def _went_down(self, error: BaseException) -> None:
-        with self._state_lock:
-            first = not self._down_since
-            if first:
-                self._down_since = time.monotonic()
-                self._down_why = f"{error.__class__.__name__}: {str(error).strip()[:200]}"
-        if first:
-            get_logger().error("store_down", store=without_password(self.url), error=self._down_why,
-                               probe_every_s=self.settings.retry_s,
-                               note="requests go out as sent until the store answers again")
-            threading.Thread(target=self._probe_until_up, name="workset-store-probe", daemon=True).start()
+        self._outage.down(error)
 
-    def _probe_until_up(self) -> None:
-        """While the store is down: a fresh connection every store.retry_s; at the first that succeeds, the pool is
-        made anew (its own reconnection backs off for tens of seconds after an outage), the writer's connection
-        will be, and the store is up."""
-        while not self._closed.wait(self.settings.retry_s):
-            if not self._answers():
-                continue
-            fresh = self._new_pool()
-            try:
-                fresh.open(wait=True, timeout=max(self.settings.timeout_s, 1.0))
-            except Exception:
-                fresh.close()
-                continue
-            old, self._pool = self._pool, fresh
-            self._writer_renew = True
-            with self._state_lock:
-                down_s, why = self.down_for(), self._down_why
-                self._down_since, self._down_why = 0.0, ""
-            get_logger().info("store_up", store=without_password(self.url), down_s=round(down_s, 1), was=why)
-            self.came_back()
-            old.close(timeout=0)  # its connections in use are closed as they are given back
-            return
+    def _reopen(self) -> bool:
+        """The prober's try while the store is down: a fresh connection, then the pool made anew (its own
+        reconnection backs off for tens of seconds after an outage) and the writer's connection to be."""
+        if not self._answers():
+            return False
+        fresh = self._new_pool()
+        try:
+            fresh.open(wait=True, timeout=max(self.settings.timeout_s, 1.0))
+        except Exception:
+            fresh.close()
+            return False
+        old, self._pool = self._pool, fresh
+        self._writer_renew = True
+        old.close(timeout=0)  # its connections in use are closed as they are given back
+        return True
 
     def _writer_connection(self) -> psycopg.Connection[Any]:
         """The writer thread's connection: checked when it sat idle, made again after it broke or once the
@@ -332,7 +309,7 @@ class PostgresStore(SqlStore):
                                  " DO UPDATE SET value = excluded.value", (str(number),))
 
     def close(self) -> None:
-        self._closed.set()
+        self._outage.close()
         self.queue.close()
         if self._writer is not None:
             self._writer.close()

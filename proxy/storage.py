@@ -257,7 +257,7 @@ def open_store(location: str | Path, settings: StoreSettings | None = None) -> S
         from .store import SqliteStore
 
         settings = settings or StoreSettings()
-        return SqliteStore(location, settings.writer_nice, settings.large_write_chars)
+        return SqliteStore(location, settings.writer_nice, settings.large_write_chars, settings)
     except (sqlite3.Error, OSError, RuntimeError) as error:
         raise StoreOpenError(f"cannot open the store {without_password(str(location))}: {error}") from error
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import sqlite_utils
 
+from .config import StoreSettings
+from .outage import Outage
 from .sqlstore import SCHEMA_VERSION, UNIQUE_YIELDS, SqlStore
 from .writequeue import WriteQueue
 
@@ -157,7 +160,8 @@ class SqliteStore(SqlStore):
     """The store in one SQLite file: a writer thread owns one connection, each thread that reads has its own (WAL
     lets them all run side by side). One process at a time writes it."""
 
-    def __init__(self, path: str | Path, writer_nice: int = 0, large_write: int = 262144) -> None:
+    def __init__(self, path: str | Path, writer_nice: int = 0, large_write: int = 262144,
+                 settings: StoreSettings = StoreSettings()) -> None:
         self.path = Path(path)
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,7 +179,12 @@ class SqliteStore(SqlStore):
         # writes that the client's next request carries again (agents resend the whole history). It runs at a
         # lower priority: full-text indexing a megabyte is CPU that requests beside it need more.
         super().__init__(WriteQueue(lambda: self._write, begin="BEGIN IMMEDIATE", nice=writer_nice,
-                                    large_write=large_write))
+                                    large_write=large_write, reconnectable=_write_fault,
+                                    attempts=settings.write_attempts, pause_s=settings.retry_s))
+        # A file that cannot be written (a disk full, a read-only file or folder): writes are kept and the store is
+        # down (reads go on) until a probe write succeeds, then what was kept is written.
+        self._outage = Outage(str(self.path), settings.retry_s, self._writable, self.came_back)
+        self.queue.keep_lost(settings.parked_writes, settings.max_backlog_chars, self._outage.down)
 
     def migrate(self) -> None:
         """Create or upgrade the schema; run at start-up, before any other use."""
@@ -190,7 +199,26 @@ class SqliteStore(SqlStore):
             migration(self.db)
             self._write.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(number),))
 
+    def unavailable(self, probe: bool = False) -> str:
+        """Why the file cannot be written now ("" when it can): reads go on, writes wait in memory."""
+        return self._outage.why
+
+    def _writable(self) -> bool:
+        """The prober's try: a write committed on a connection of its own, then the writes kept back, written
+        (a small write may fit a disk the kept ones do not): up only when they all are."""
+        conn = _connect(self.path)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('probed_at', ?)", (str(time.time()),))
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.close()
+        return self.queue.replay(wait=True)
+
     def close(self) -> None:
+        self._outage.close()
         self.queue.close()
         with self._readers_lock:
             self._closed = True
@@ -235,6 +263,14 @@ class SqliteStore(SqlStore):
             except OSError:  # no such file (yet), or in memory
                 pass
         return total
+
+
+_WRITE_FAULTS = ("disk is full", "readonly database", "disk I/O error", "unable to open database", "database is locked")
+
+
+def _write_fault(error: BaseException) -> bool:
+    """A write the file refused (it may take it later), not a write of ours that is wrong."""
+    return isinstance(error, sqlite3.OperationalError) and any(fault in str(error) for fault in _WRITE_FAULTS)
 
 
 def _connect(path: str | Path) -> sqlite3.Connection:

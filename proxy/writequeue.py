@@ -25,6 +25,10 @@ def _untold(error: BaseException | None) -> None:
     pass
 
 
+class StoreDown(ConnectionError):
+    """A write kept back, unwritten, because earlier ones are waiting for the store."""
+
+
 ANY_TABLE = "*"  # what a write that does not name its tables counts as: every reader of its sessions waits for it
 
 
@@ -182,6 +186,7 @@ class WriteQueue:
         self._parked_size = 0
         self.max_parked = 0
         self.max_parked_chars = 0
+        self._unreachable: Callable[[BaseException], None] = _untold
 
     def submit(self, run: Callable[[], None], sessions: tuple[str, ...] = (),
                nodes: tuple[tuple[str, str | None, NodeRow], ...] = (),
@@ -235,6 +240,11 @@ class WriteQueue:
         self.submit(run, finished=finished)
         return done.result()
 
+    def keep_lost(self, writes: int, chars: int, unreachable: Callable[[BaseException], None]) -> None:
+        """Keep up to `writes` writes (and `chars` of evidence) of batches lost on their connection, for `replay`;
+        `unreachable(error)` hears of each such loss (the backend marks the store down)."""
+        self.max_parked, self.max_parked_chars, self._unreachable = writes, chars, unreachable
+
     def _park(self, writes: list[Write]) -> int:
         """Keep the writes of a batch that failed on its connection (the database away), to be queued again once
         it answers (`replay`): those no caller waits on (a queued call is told its failure), within `max_parked`
@@ -250,16 +260,19 @@ class WriteQueue:
                 kept += 1
         return kept
 
-    def replay(self) -> int:
-        """Queue again, in their order, the writes kept when the database was away (it answers again): a batch
-        lost whole was rolled back, so each is written once. How many."""
+    def replay(self, wait: bool = False) -> bool:
+        """Queue again, in their order, the writes kept when the store was down (it answers again): a batch lost
+        whole was rolled back, so each is written once. With `wait`, until they are written: whether none had to
+        be kept back again (the store takes them)."""
         with self._lanes:
             parked, self._parked, self._parked_size = list(self._parked), deque(), 0
         for write in parked:
             self.submit(write.run, write.sessions, write.nodes, tables=write.tables, size=write.size)
         if parked:
             get_logger().info("store_writes_replayed", writes=len(parked))
-        return len(parked)
+            if wait:
+                self.flush()
+        return not self._parked
 
     def close(self) -> None:
         if self._writer is not None:
@@ -329,9 +342,17 @@ class WriteQueue:
         self.pending.done(batch)
 
     def _commit(self, writes: list[Write]) -> set[str]:
-        """Commit the batch; the sessions whose writes were lost."""
+        """Commit the batch; the sessions whose writes were lost (or kept for later)."""
         if not writes:
             return set()
+        if self._parked:
+            # Writes are kept back for the store: no later write may land before them (a small one fits a disk
+            # the earlier large one did not, and a conversation would have a gap); they wait behind, in order.
+            error = StoreDown("the store is down: writes wait for it")
+            self.failed_writes += len(writes) - self._park(writes)
+            for write in writes:
+                write.finished(error)
+            return {session for write in writes for session in write.sessions}
         for attempt in range(1, self._attempts + 1):
             outcome = self._transaction(writes, first=True, last=attempt == self._attempts)
             if outcome is not None:
@@ -362,6 +383,8 @@ class WriteQueue:
                 try:
                     write.run()
                 except Exception as error:  # a failed write must not stop the others; the next request re-sends it
+                    if self._reconnectable(error):  # not the write's fault but the store's: the batch as a whole
+                        raise
                     conn.execute("ROLLBACK TO SAVEPOINT one_write")
                     if first and self._retryable(error):
                         again.append(write)
@@ -381,7 +404,10 @@ class WriteQueue:
                 get_logger().warning("store_batch_retried", writes=len(writes),
                                      error=f"{error.__class__.__name__}: {str(error).strip()[:200]}")
                 return None
-            parked = self._park(writes) if self._reconnectable(error) else 0
+            parked = 0
+            if self._reconnectable(error):
+                parked = self._park(writes)
+                self._unreachable(error)
             self.failed_writes += len(writes) - parked
             get_logger().error("store_write_failed", failed_writes=self.failed_writes, parked=parked,
                                error=f"{error.__class__.__name__}: {error}")

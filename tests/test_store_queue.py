@@ -364,18 +364,18 @@ def test_writes_lost_while_the_database_was_away_are_written_once_it_answers() -
                 raise ConnectionError("connection refused")
 
     queue = WriteQueue(Database, reconnectable=lambda error: isinstance(error, ConnectionError), attempts=2)
-    queue.max_parked, queue.max_parked_chars = 10, 1000
+    unreachable: list[BaseException] = []
+    queue.keep_lost(10, 1000, unreachable.append)
     told: list[BaseException | None] = []
     try:
         queue.submit(lambda: written.append("turn 1"), ("S",))
         queue.submit(lambda: written.append("turn 2"), ("S",))
         queue.submit(lambda: written.append("claim"), ("S",), finished=told.append)
         queue.flush()
-        assert written == [] and len(told) == 1 and isinstance(told[0], ConnectionError)
+        assert written == [] and len(told) == 1 and isinstance(told[0], ConnectionError) and unreachable
         up.set()
-        assert queue.replay() == 2
-        queue.flush()
+        assert queue.replay(wait=True)
         assert written == ["turn 1", "turn 2"] and queue.failed_writes == 1  # the call, told
-        assert queue.replay() == 0
+        assert queue.replay()
     finally:
         queue.close()
