@@ -74,6 +74,7 @@ soak: install
 	$(BIN)/python -m bench.fuzz --requests 10000
 	$(BIN)/python -m bench.load --sessions 50 --turns 30 --kills 5
 	$(BIN)/python -m bench.backlog
+	$(BIN)/python -m bench.store_faults
 
 # Every preset and the baselines on the shared traces. tau-dev runs under a 5,500-token budget: small enough to
 # force compaction on its longer runs (its 14 tool definitions alone take 1,366 tokens, the policy prompt 1,252).

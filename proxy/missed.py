@@ -5,7 +5,7 @@ dashboard and `workset stats` count every request. Bounded: beyond `limit` the o
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,27 +24,33 @@ class MissedTurns:
         self.limit = limit
         self.dropped = 0  # records let go for room
         self._lock = threading.Lock()
-        self._by_root: OrderedDict[str, list[MissedTurn]] = OrderedDict()  # oldest conversation first
+        self._by_root: dict[str, deque[MissedTurn]] = {}
+        self._order: deque[str] = deque()  # the root of each record kept, oldest first (taken ones linger)
         self._count = 0
 
     def add(self, root: str, turn: MissedTurn) -> None:
         with self._lock:
-            self._by_root.setdefault(root, []).append(turn)
-            self._by_root.move_to_end(root)
+            self._by_root.setdefault(root, deque()).append(turn)
+            self._order.append(root)
             self._count += 1
-            while self._count > self.limit:
-                oldest_root, turns = next(iter(self._by_root.items()))
-                turns.pop(0)
+            while self._count > self.limit and self._order:
+                oldest = self._order.popleft()
+                waiting = self._by_root.get(oldest)
+                if not waiting:  # taken meanwhile
+                    continue
+                waiting.popleft()
                 self._count -= 1
                 self.dropped += 1
-                if not turns:
-                    del self._by_root[oldest_root]
+                if not waiting:
+                    del self._by_root[oldest]
 
     def take(self, root: str) -> list[MissedTurn]:
         """The records waiting for the conversation tree `root`, oldest first; they are no longer kept here."""
         with self._lock:
-            turns = self._by_root.pop(root, [])
+            turns = list(self._by_root.pop(root, ()))
             self._count -= len(turns)
+            if not self._by_root:
+                self._order.clear()
             return turns
 
     def __len__(self) -> int:
