@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from fakeupstream import FakeUpstream  # noqa: E402
 from servers import ServerProcess, ServerThread, free_port  # noqa: E402
+from toolsteps import tool_step  # noqa: E402
 
 RECOVERY_S = 10.0  # the bound: working sets again within this long of the database being back
 KEY = "sk-store-faults"
@@ -98,15 +99,6 @@ def _config(folder: Path, provider: str, store_url: str) -> Path:
     return path
 
 
-def _step(number: int, step: int) -> list[dict[str, Any]]:
-    call = f"call_{number}_{step}"
-    lines = "\n".join(f"row {n}: agent {number} step {step} value {n * 37 + step} status ok" for n in range(120))
-    return [{"role": "assistant", "content": f"Step {step}: reading the next file.",
-             "tool_calls": [{"id": call, "type": "function",
-                             "function": {"name": "read_file", "arguments": f'{{"path": "data/{number}/{step}.txt"}}'}}]},
-            {"role": "tool", "tool_call_id": call, "content": lines}]
-
-
 @dataclass
 class Fault:
     name: str
@@ -157,7 +149,7 @@ async def run_fault(name: str, pg: OwnPostgres, replicas: list[ServerProcess], f
         step, session = (len(messages) - 2) // 2, None
         while not state["stop"]:
             step += 1
-            messages += _step(number, step)
+            messages += tool_step(str(number), step)
             replica = step % len(replicas)
             try:
                 raw = await clients[replica].chat.completions.with_raw_response.create(model="m", messages=messages)

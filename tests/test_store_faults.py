@@ -23,6 +23,7 @@ import openai
 import pytest
 from conftest import write_config
 from servers import workset_serve
+from toolsteps import tool_step
 from stores import POSTGRES, run_sql
 
 KEY = "sk-faults"
@@ -57,15 +58,6 @@ def _fill(folder: Path) -> Path:
         except OSError:
             pass
     return filler
-
-
-def _step(step: int) -> list[dict[str, Any]]:
-    call = f"call_{step}"
-    lines = "\n".join(f"row {n}: step {step} value {n * 41 + step}" for n in range(60))
-    return [{"role": "assistant", "content": f"Step {step}: the next file.",
-             "tool_calls": [{"id": call, "type": "function",
-                             "function": {"name": "read_file", "arguments": f'{{"path": "data/{step}.txt"}}'}}]},
-            {"role": "tool", "tool_call_id": call, "content": lines}]
 
 
 @pytest.mark.skipif(POSTGRES, reason="SQLite's own faults: this pass's stores are PostgreSQL")
@@ -106,7 +98,7 @@ async def _run(url: str, disk: Path) -> dict[str, Any]:
     async def ask() -> tuple[str | None, str | None, str | None]:
         nonlocal step, requests
         step += 1
-        messages.extend(_step(step))
+        messages.extend(tool_step("0", step, rows=60))
         try:
             raw = await client.chat.completions.with_raw_response.create(model="small-model", messages=messages)
         except Exception as error:  # noqa: BLE001 - any failure is what the test counts

@@ -24,6 +24,7 @@ import pytest
 from relay import Relay
 from conftest import write_config
 from servers import workset_serve
+from toolsteps import tool_step
 from stores import once_per_make_test, requires_postgres, run_sql, schema_url
 
 OUTAGE_S = float(os.environ.get("WORKSET_OUTAGE_S", "8"))
@@ -45,16 +46,6 @@ def _config(tmp_path: Path, fake: Any, relay: Relay, store: str) -> Path:
     return write_config(tmp_path, fake.url, store={"url": _through(relay, store), "timeout_s": 1.0, "retry_s": 0.5,
                                                    "lock_timeout_s": 5.0},
                         upstream={"timeout_s": 10, "connect_timeout_s": 2}, ingest={"extract_processes": 0})
-
-
-def _step(number: int, step: int) -> list[dict[str, Any]]:
-    """One tool call of agent `number` and its output, long enough to be shown as an excerpt with its ref."""
-    call = f"call_{number}_{step}"
-    lines = "\n".join(f"row {n}: agent {number} step {step} value {n * 37 + step} status ok" for n in range(120))
-    return [{"role": "assistant", "content": f"Step {step}: reading the next file.",
-             "tool_calls": [{"id": call, "type": "function",
-                             "function": {"name": "read_file", "arguments": f'{{"path": "data/{number}/{step}.txt"}}'}}]},
-            {"role": "tool", "tool_call_id": call, "content": lines}]
 
 
 @pytest.mark.timeout(300)
@@ -129,7 +120,7 @@ async def _load(url: str, relay: Relay) -> dict[str, Any]:
         step = 0
         while phase["now"] != "done" or built_after < 3:
             step += 1
-            messages += _step(number, step)
+            messages += tool_step(str(number), step)
             began, began_in = time.monotonic(), phase["now"]
             try:
                 raw = await client.chat.completions.with_raw_response.create(model="small-model", messages=messages)
@@ -240,7 +231,7 @@ async def _idle_restart(url: str, relay: Relay) -> list[tuple[str | None, str | 
             await asyncio.to_thread(relay.cut)  # every connection through the relay dies...
             relay.restore()  # ...and the database answers again at once
             await asyncio.sleep(1.5)  # idle longer than store.check_idle_s
-        messages += _step(0, step)
+        messages += tool_step("0", step)
         raw = await client.chat.completions.with_raw_response.create(model="small-model", messages=messages)
         seen.append((raw.headers.get("x-workset-session"), raw.headers.get("x-workset-degraded")))
     await client.close()
