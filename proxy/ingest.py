@@ -6,13 +6,12 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .extract import EXTRACT_CHARS, Stages, changed_paths, extract
-from .extract.actions import tool_output_gist
+from .extract.actions import MAX_GIST_CHARS, tool_output_gist
 from .extract.names import message_names
 from .messages import is_tool_result, message_text, tool_calls
 from .observations import action_call
 from .records import Extraction, Message, MessageContext, ToolCall
 
-GIST_CHARS = 600  # stored gist; policies cut it shorter when rendering
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,7 @@ def tool_outcome(messages: Sequence[Message], index: int, first_user: int | None
     """(tool, gist, outcome) of a tool result or observation: cheap, needed before the full extraction is."""
     context = context_for(messages, index, "", first_user, observed, lookup)
     tool = _tool_name(messages[index], context)
-    outcome, gist = tool_output_gist(message_text(messages[index]), GIST_CHARS, context.call)
+    outcome, gist = tool_output_gist(message_text(messages[index]), MAX_GIST_CHARS, context.call)
     return tool, gist, outcome
 
 
@@ -130,7 +129,7 @@ def extract_message(message: Message, context: MessageContext, observed: bool = 
     if is_tool_result(message):
         tool = _tool_name(message, context)
         action = extraction.actions[0] if extraction.actions else None
-        outcome, gist = (action.outcome, action.gist) if action else tool_output_gist(text, GIST_CHARS, context.call)
+        outcome, gist = (action.outcome, action.gist) if action else tool_output_gist(text, MAX_GIST_CHARS, context.call)
     found = stages.run("names", lambda: message_names(message, text, max_chars), ())
     return Extracted(extraction, tool, gist, outcome, _evidence_text(message, text), found, tuple(stages.skipped))
 

@@ -151,10 +151,6 @@ class SqlStore:
 
     # --- sessions -------------------------------------------------------------------------------------------
 
-    def session_by_explicit_id(self, key_hash: str, explicit_id: str) -> str | None:
-        rows = self._rows("SELECT id FROM sessions WHERE key_hash = ? AND explicit_id = ?", (key_hash, explicit_id))
-        return rows[0]["id"] if rows else None
-
     def create_session(self, session_id: str, key_hash: str, explicit_id: str | None, model: str, policy: str,
                        forked_from: str | None = None, client_id: str | None = None,
                        parent_id: str | None = None) -> None:

@@ -146,8 +146,6 @@ class Store(Protocol):
 
     def sessions(self, key_hash: str | None = None, limit: int = 100) -> list[dict[str, Any]]: ...
 
-    def session_by_explicit_id(self, key_hash: str, explicit_id: str) -> str | None: ...
-
     def find_sessions(self, ident: str, key_hash: str | None = None) -> list[dict[str, Any]]:
         """Sessions whose internal or explicit id is `ident` (of one key; None: every key)."""
 

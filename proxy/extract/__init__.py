@@ -54,6 +54,7 @@ from .claims import columns, outcomes, rules
 from .evidence import Evidence, describe
 from .constraints import constraints
 from .facts import (
+    MAX_ARGUMENT_STRINGS,
     argument_root,
     entities,
     head_and_tail,
@@ -76,7 +77,6 @@ __all__ = ["EXTRACT_CHARS", "Stages", "extract", "tool_output_gist"]
 EXTRACT_CHARS = IngestSettings().extract_chars  # the window read of a message (config ingest.extract_chars)
 
 MAX_ARGUMENT_FACTS = 20  # entities in one assistant message's tool-call arguments
-MAX_ARGUMENT_STRINGS = 64  # string leaves of the arguments that are scanned
 
 _Triple = tuple[str, str, str]  # (kind, key, value)
 

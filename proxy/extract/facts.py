@@ -698,7 +698,10 @@ def argument_root(arguments: str) -> str:
     return ""
 
 
-def string_leaves(data: Any, limit: int = 64) -> list[str]:
+MAX_ARGUMENT_STRINGS = 64  # string leaves of one call's arguments that are read (for facts, for names)
+
+
+def string_leaves(data: Any, limit: int = MAX_ARGUMENT_STRINGS) -> list[str]:
     """The string values inside parsed JSON, depth first, at most `limit`."""
     out: list[str] = []
     stack = [data]

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 
 from ..records import Message
-from .facts import parse_json, string_leaves, window
+from .facts import MAX_ARGUMENT_STRINGS, parse_json, string_leaves, window
 
 NAME = re.compile(
     r"(?:[\w.-]*/[\w./-]*\w)"  # file paths (a slash inside)
@@ -153,7 +153,6 @@ def message_names(message: Message, text: str, max_chars: int = MAX_TEXT) -> tup
     return tuple(sorted(index_names("\n".join(parts), max_chars + len(parts))))
 
 
-MAX_ARGUMENT_STRINGS = 64  # string values of one call's arguments that are read for names
 
 
 # ---- NAME in one pass ---------------------------------------------------------------------------------------
