@@ -19,7 +19,6 @@ from typing import Any, Callable, Iterable, Sequence
 import orjson
 
 from .jsonbytes import encode_json, encode_message
-from .logs import get_logger
 from .passages import has_cjk, query_words
 from .records import Action, Fact
 from .storage import SUMMED_COUNTS, Answer, NewMessage, NodeRow, Scope, StoredTurn
@@ -64,7 +63,6 @@ class SqlStore:
     def __init__(self, queue: WriteQueue) -> None:
         self.queue = queue
         self._read_scope = threading.local()  # see reads_waiting_for
-        self._on_recovered: Callable[[], None] = lambda: None
 
     # --- what a backend supplies ------------------------------------------------------------------------------
 
@@ -95,17 +93,10 @@ class SqlStore:
         """Why the store does not answer now ("" when it does; a backend behind a network may be cut off)."""
         return ""
 
-    def on_recovered(self, listener: Callable[[], None]) -> None:
-        self._on_recovered = listener
-
     def came_back(self) -> None:
-        """The backend found the store answering again after it was down: the writes lost meanwhile are queued
-        again, then the listener hears of it."""
+        """The backend found the store answering again after it was down: the writes kept meanwhile are queued
+        again."""
         self.queue.replay()
-        try:
-            self._on_recovered()
-        except Exception:  # a listener's failure must not stop the backend's own recovery
-            get_logger().exception("store_recovery_listener_failed")
 
     def on_lost_writes(self, listener: Callable[[set[str]], None]) -> None:
         self.queue.on_failed = listener

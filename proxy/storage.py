@@ -127,9 +127,6 @@ class Store(Protocol):
         """Why the store does not answer now ("" when it does): while it is cut off, requests go out as sent. With
         `probe`, a store that seems up is asked for real (and marked down if it does not answer)."""
 
-    def on_recovered(self, listener: Callable[[], None]) -> None:
-        """Tell `listener` when the store answers again after it was down (on the thread that found it back)."""
-
     def exclusive(self, name: str) -> AbstractContextManager[None]:
         """Held by one process at a time among those sharing the store, until the block ends. Leaving the block
         never raises: a lock that cannot be let go (the connection was cut) ends with its connection."""
