@@ -272,7 +272,7 @@ class Engine:
                 # on the lean pass (no digest, no names index), what the budget leaves: facts give way last.
                 in_view = verbatim(conversation, new_epoch, policy)
                 limit, names = state_limit, new_epoch.names
-                head_limit = head_room(policy.digest.own_max_tokens, prefix, self.counter)
+                head_limit = head_room(policy.digest.own_max_tokens, prefix)
                 for _ in range(3 if lean else 1):
                     head_state = render_state(branch.state, goal, policy.state, limit, self.counter.cached_text,
                                               in_view=in_view, focus=focus, task=task)

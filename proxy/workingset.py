@@ -126,6 +126,7 @@ class BuiltPrefix:
     upto: int = 0  # conversation messages consumed
     messages: list[Message] = field(default_factory=list)
     tokens: int = 0
+    masked_tokens: int = 0  # of `tokens`, the placeholders standing for masked outputs (workset's own text)
     refs: bool = False  # whether any message shows a [ref:ID] (an elided or excerpted content)
     head: int = 0  # messages up to the one standing for the compacted turns (0 when there is none)
     # What became of each message, for the request's decision record (proxy.decisions), kept as the prefix grows so
@@ -430,6 +431,7 @@ def extend_prefix(prefix: BuiltPrefix, conversation: Conversation, epoch: Epoch 
         prefix.codes.append(form)
         if form != VERBATIM:
             tokens = counter.message(message, generated=True)
+            prefix.masked_tokens += tokens if form == MASKED else 0
             prefix.refs = True
             prefix.made.append((made_key(form, conversation.hashes[index]), message))
         prefix.messages.append(message)
@@ -768,15 +770,13 @@ def _leading_within(names: Iterable[str], limit: int, counter: TokenCounter) -> 
     return tuple(chosen)
 
 
-def head_room(own_max_tokens: int, prefix: BuiltPrefix, counter: TokenCounter) -> int:
+def head_room(own_max_tokens: int, prefix: BuiltPrefix) -> int:
     """What digest.own_max_tokens leaves the compacted message once the placeholders the prefix shows for outputs
     of its kept turns are counted (an excerpt is mostly the output's own text, so it does not count). 0: no limit;
     at least 1 when there is one (a head of the state and the digest alone)."""
     if own_max_tokens <= 0:
         return 0
-    written = sum(counter.message(message, generated=True) for key, message in prefix.made
-                  if key.startswith(MASKED + ":"))
-    return max(1, own_max_tokens - written)
+    return max(1, own_max_tokens - prefix.masked_tokens)
 
 
 def names_within(epoch: Epoch, limit: int, counter: TokenCounter) -> Epoch:

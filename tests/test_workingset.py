@@ -325,17 +325,23 @@ def test_the_placeholders_of_kept_turns_count_against_worksets_text() -> None:
     """digest.own_max_tokens bounds what workset writes into the prefix: the placeholders of outputs masked in the
     kept turns take their share first, the compacted message gets the rest (at least a token: never "no limit"),
     and excerpts (mostly the output's own text) do not count."""
-    from proxy.workingset import COMPACTED, EXCERPTED, MASKED, BuiltPrefix, head_room, made_key
+    from proxy.workingset import EXCERPTED, MASKED, head_room
 
-    placeholder = {"role": "tool", "tool_call_id": "c1",
-                   "content": "[workset] bash output elided: a listing of 58 entries of src/app [ref:0a1b2c3d4e5f]"}
-    excerpt = {"role": "tool", "tool_call_id": "c2", "content": "x " * 400}
-    prefix = BuiltPrefix("k", made=[(made_key(MASKED, "n1"), placeholder), (made_key(EXCERPTED, "n2"), excerpt),
-                                    (made_key(COMPACTED, "e"), {"role": "user", "content": "[workset] head"})])
-    written = COUNTER.message(placeholder, generated=True)
-    assert head_room(2300, prefix, COUNTER) == 2300 - written
-    assert head_room(written, prefix, COUNTER) == 1
-    assert head_room(0, prefix, COUNTER) == 0
+    messages = agent_run(8, output_words=700)
+    conv = conversation(messages)
+    rules = replace(policy(max_input_tokens=4000, target_ratio=0.7),
+                    tool_outputs=ToolOutputRules(max_tokens=500, head_tokens=100, tail_tokens=50))
+    units = segment(messages)
+    assert units is not None
+    epoch = planned(conv, units, None, rules, Budget.of(rules, 4000), "")
+    prefix = extend_prefix(BuiltPrefix(epoch.key), conv, epoch, rules, COUNTER, EXCERPT)
+    kinds = {key.split(":", 1)[0] for key, _ in prefix.made}
+    assert {MASKED, EXCERPTED} <= kinds, kinds
+    written = sum(COUNTER.message(message, generated=True) for key, message in prefix.made
+                  if key.startswith(MASKED + ":"))
+    assert head_room(2300, prefix) == 2300 - written
+    assert head_room(written, prefix) == 1
+    assert head_room(0, prefix) == 0
 
 
 def test_the_names_index_gets_what_the_state_and_digest_leave_of_worksets_text() -> None:
