@@ -46,7 +46,7 @@ from ..records import (
     MessageContext,
     ToolCall,
 )
-from .actions import command_text, return_code, tool_action, tool_output_gist, verification
+from .actions import command_text, tool_action, tool_output_gist, verification
 from .approvals import REQUESTED, approval_answer, approval_subject, stated_approvals, tool_approvals
 from .changes import file_changes
 from .checks import check_facts
@@ -116,10 +116,9 @@ def changed_paths(message: Message, context: MessageContext, max_chars: int = EX
     if context.call is None or message.get("role") not in ("tool", "function"):
         return []
     text = window(message_text(message), max_chars)
-    lines = text.splitlines()
-    code = return_code(text, lines[:8], lines[-8:])
     call = _bounded([context.call], max_chars // 2)[0]
-    return [key for kind, key, _ in file_changes(call, text, "error" if code else "") if kind == CHANGED]
+    # no outcome: file_changes reads the exit status from the output itself (none shown: not a failure)
+    return [key for kind, key, _ in file_changes(call, text, "") if kind == CHANGED]
 
 
 def _bounded(calls: list[ToolCall], max_chars: int) -> list[ToolCall]:

@@ -28,7 +28,7 @@ MAX_SHELL_DEPTH = 2  # `bash -c "…"` inside a command is read; deeper nesting 
 MAX_PATH_CHARS = 300
 _HEAD_LINES = 40  # lines of the output where a failure is looked for
 _LINE_CHARS = 500  # of a longer output line only its start is looked at
-_STATUS_CHARS = 2_000  # of the output's ends, where its exit status is looked for
+_STATUS_CHARS = 2_000  # of the output's end, where its exit status is looked for (its head: _head_lines)
 
 _EXCLUDED_DIRS = ("/tmp", "/dev", "/proc", "/var/tmp", "/private/tmp")
 _NOT_A_PATH = re.compile(r"[$`*?\[\]{}<>|\n]|^-|^~")  # variables, globs, options: not a file that can be named
@@ -218,13 +218,11 @@ def _shell_failed(output: str, outcome: str) -> bool:
     """A non-zero exit status (the outcome stands in when the output shows none: an error line then says the call
     failed), or a program reporting a failed write in the output. An error line at exit status 0 (a script's
     traceback after the shell wrote it) is no failure of the shell's writes."""
-    head = output[:_STATUS_CHARS].splitlines()[:_HEAD_LINES]
-    tail = output[-_STATUS_CHARS:].splitlines()[-_HEAD_LINES:]
-    code = return_code(output, head, tail)
+    head = _head_lines(output)
+    code = return_code(output, head, output[-_STATUS_CHARS:].splitlines()[-_HEAD_LINES:])
     if (code != 0) if code is not None else outcome == "error":
         return True
-    return any(_PROGRAM_PREFIX.match(line) and any(failure in line for failure in _WRITE_FAILURES)
-               for line in _head_lines(output))
+    return any(_PROGRAM_PREFIX.match(line) and any(failure in line for failure in _WRITE_FAILURES) for line in head)
 
 
 def _editor_failed(output: str) -> bool:
