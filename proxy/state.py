@@ -274,13 +274,14 @@ def state_changes(frozen: str, now: str, newest: Sequence[str] = ()) -> str:
     frozen_lines = _titled_lines(frozen)
     before = {line for _, line in frozen_lines}
     verdicts = {_verdict(line) for title, line in frozen_lines if title == VERIFIED}
-    still_open = {line for line in now.split("\n") if line.startswith("- [ ] ")}
+    now_lines = _titled_lines(now)
+    still_open = {line for _, line in now_lines if line.startswith("- [ ] ")}
     closed = [line[6:] for _, line in frozen_lines if line.startswith("- [ ] ") and line not in still_open]
     out: list[str] = [f"{NO_LONGER_OPEN} " + "; ".join(closed)] if closed else []
     files: list[str] = []
     changed: list[str] = []
-    named_before = _changed_names(frozen)
-    for title, line in _titled_lines(now):
+    named_before = _changed_names(frozen_lines)
+    for title, line in now_lines:
         if title not in CHANGE_SECTIONS or line in before:
             continue
         if title == FILES_CHANGED:
@@ -295,7 +296,7 @@ def state_changes(frozen: str, now: str, newest: Sequence[str] = ()) -> str:
             changed.append(title)
         head, failed, rest = line.partition(": failed: ")  # the verdict and refs; the error line is in view
         changed.append(f"{head}: failed{rest[rest.find(' [ref:'):] if ' [ref:' in rest else ''}" if failed else line)
-    named = named_before | _changed_names(now)
+    named = named_before | _changed_names(now_lines)
     files += [path for path in newest if path not in files and path not in named]
     if files:
         out.append("Files changed since: " + ", ".join(files))
@@ -322,10 +323,10 @@ def _verdict(line: str) -> tuple[str, bool]:
     return command, " — passed since [ref:" in line or line.split(" [ref:", 1)[0].endswith(": passed")
 
 
-def _changed_names(text: str) -> set[str]:
-    """The files a rendered state's "Files changed" section names."""
+def _changed_names(lines: Sequence[tuple[str, str]]) -> set[str]:
+    """The files the "Files changed" section of a rendered state's (title, line) pairs names."""
     names: set[str] = set()
-    for title, line in _titled_lines(text):
+    for title, line in lines:
         if title == FILES_CHANGED and line.startswith(SCRATCH):
             names.update(line[len(SCRATCH):].split(", "))
         elif title == FILES_CHANGED and line.startswith("- "):
