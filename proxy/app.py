@@ -28,7 +28,7 @@ from .edges import CHAT, COUNT_TOKENS, MESSAGES, RESPONSES, RESPONSES_COMPACT, E
 from .engine import Engine, Prepared, UnknownPolicy
 from .extractors import Extractor, InlineExtractor, ProcessExtractor
 from .errors import WorksetError, error_body, json_response
-from .hashing import chain, key_hash, root_hash
+from .hashing import chain, key_hash
 from .httpserver import READ_TIMED_OUT
 from .inspect import inspection_routes
 from .jsonbytes import IN_STEPS_OVER_BYTES
@@ -42,6 +42,7 @@ from .recall import Resolver
 from .records import ClientSession
 from .report import turn_row
 from .retention import start_retention
+from .session import conversation_root
 from .storage import Scope, Store, StoreUnavailable, open_store
 from .sse import json_object
 from .summarize import Job, summary_text
@@ -428,7 +429,7 @@ def _admitted(workset: Workset, edge: Edge, raw: bytes, headers: Mapping[str, st
         outgoing = body
     missed = None
     if fields.get("fail_open") == FAIL_OPEN_STORE and edge.model_turn:
-        root = root_hash(caller, explicit, client.tree if client else None)
+        root = conversation_root(caller, explicit, client)
         missed = (root, chain(root, prepared.body.get("messages") or []))
     return Admitted(target, explicit, prepared, outgoing, missed=missed)
 

@@ -207,6 +207,12 @@ def _differs(left: Message, right: Message) -> bool:
     return isinstance(a, str) and isinstance(b, str) and (len(a) != len(b) or hash(a) != hash(b))
 
 
+def conversation_root(caller: str, explicit_session: str | None, client_session: ClientSession | None) -> str:
+    """The root of the conversation tree a request belongs to (see hashing.root_hash): of the caller's key, the
+    session it names, and the tree its client names."""
+    return root_hash(caller, explicit_session, client_session.tree if client_session else None)
+
+
 class Sessions:
     """Resolution and ingestion against the store, with the in-memory branch cache in front of it.
 
@@ -256,7 +262,7 @@ class Sessions:
                 client_session: ClientSession | None = None) -> Iterator[Resolved]:
         """resolve(), with the branch held for this request alone until the block ends. `client_session` is the
         session a client names in its own header (see hashing.root_hash)."""
-        root = root_hash(caller, explicit_session, client_session.tree if client_session else None)
+        root = conversation_root(caller, explicit_session, client_session)
         # What this request holds until the request is built, let go in reverse order whatever any of them raises
         # (a lock left held would stall every later request of the conversation): the branch's serial lock, then
         # the session's lock among replicas sharing the store.
@@ -332,6 +338,8 @@ class Sessions:
         comes as new messages: they are extracted and stored now, before the working set is built, so that no ref
         it shows names content the store does not hold. If the store loses them again, StoreUnavailable: the
         request goes out as sent, showing no ref."""
+        if not self._catching_up:  # every request asks: after an outage only do some have work here
+            return
         sessions = set(branch.scope().sessions)
         with self._catching_up_lock:
             behind = sessions & self._catching_up
